@@ -1,0 +1,2 @@
+"""Kubernetes-side logic shared by the fluence binaries: names, settings, graph building,
+placement, ledger."""

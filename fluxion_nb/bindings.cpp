@@ -1,0 +1,105 @@
+// Thin nanobind layer over the matcher core: converts types, maps errors to
+// Python exceptions and releases the GIL while the core works.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/set.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "errors.hpp"
+#include "matcher.hpp"
+#include "policy.hpp"
+
+namespace nb = nanobind;
+using namespace fluxion;
+
+NB_MODULE(_core, m) {
+    m.doc() = "Fluxion-compatible resource graph matcher (C++ core).";
+
+    nb::exception<InputError>(m, "InputError", PyExc_ValueError);
+    nb::exception<NotFoundError>(m, "NotFoundError", PyExc_LookupError);
+    nb::exception<StateError>(m, "StateError", PyExc_RuntimeError);
+
+    nb::class_<AllocatedVertex>(m, "AllocatedVertex")
+        .def_ro("path", &AllocatedVertex::path)
+        .def_ro("type", &AllocatedVertex::type)
+        .def_ro("name", &AllocatedVertex::name)
+        .def_ro("id", &AllocatedVertex::id)
+        .def_ro("rank", &AllocatedVertex::rank)
+        .def_ro("amount", &AllocatedVertex::amount)
+        .def_ro("exclusive", &AllocatedVertex::exclusive)
+        .def_ro("node", &AllocatedVertex::node)
+        .def_ro("properties", &AllocatedVertex::properties);
+
+    nb::class_<MatchResult>(m, "MatchResult")
+        .def_ro("status", &MatchResult::status)
+        .def_ro("jobid", &MatchResult::jobid)
+        .def_ro("at", &MatchResult::at)
+        .def_ro("duration", &MatchResult::duration)
+        .def_ro("overhead", &MatchResult::overhead)
+        .def_ro("R", &MatchResult::R)
+        .def_ro("error", &MatchResult::error)
+        .def_ro("vertices", &MatchResult::vertices)
+        .def_ro("preorder", &MatchResult::preorder)
+        .def_ro("postorder", &MatchResult::postorder);
+
+    nb::class_<JobRecord>(m, "JobRecord")
+        .def_ro("jobid", &JobRecord::jobid)
+        .def_ro("state", &JobRecord::state)
+        .def_ro("at", &JobRecord::at)
+        .def_ro("duration", &JobRecord::duration)
+        .def_ro("overhead", &JobRecord::overhead)
+        .def_ro("R", &JobRecord::R);
+
+    nb::class_<Matcher::Usage>(m, "Usage")
+        .def_ro("path", &Matcher::Usage::path)
+        .def_ro("type", &Matcher::Usage::type)
+        .def_ro("name", &Matcher::Usage::name)
+        .def_ro("size", &Matcher::Usage::size)
+        .def_ro("used", &Matcher::Usage::used);
+
+    nb::class_<Matcher>(m, "Matcher")
+        .def(
+            "__init__",
+            [](Matcher *self, const std::string &jgf, const std::string &policy,
+               const std::string &prune_filters, const std::string &match_format,
+               const std::set<std::string> &partial_pool_types) {
+                MatcherOptions o{policy, prune_filters, match_format, partial_pool_types};
+                nb::gil_scoped_release release;
+                new (self) Matcher(jgf, o);
+            },
+            nb::arg("jgf"), nb::arg("policy") = "first", nb::arg("prune_filters") = "ALL:core,ALL:node",
+            nb::arg("match_format") = "jgf", nb::arg("partial_pool_types") = std::set<std::string>())
+        .def("match", &Matcher::match, nb::arg("jobspec_json"), nb::arg("op") = "allocate",
+             nb::arg("jobid") = nb::none(), nb::arg("format") = "", nb::call_guard<nb::gil_scoped_release>())
+        .def("update_allocate", &Matcher::update_allocate, nb::arg("jobid"), nb::arg("R"), nb::arg("at"),
+             nb::arg("duration"), nb::arg("reserve") = false, nb::arg("format") = "",
+             nb::call_guard<nb::gil_scoped_release>())
+        .def("cancel", &Matcher::cancel, nb::arg("jobid"), nb::arg("noent_ok") = false,
+             nb::call_guard<nb::gil_scoped_release>())
+        .def("partial_cancel", &Matcher::partial_cancel, nb::arg("jobid"), nb::arg("paths"),
+             nb::call_guard<nb::gil_scoped_release>())
+        .def("partial_cancel_r", &Matcher::partial_cancel_r, nb::arg("jobid"), nb::arg("R"),
+             nb::call_guard<nb::gil_scoped_release>())
+        .def("info", &Matcher::info, nb::arg("jobid"))
+        .def("jobs", &Matcher::jobs)
+        .def("stat",
+             [](const Matcher &mt) {
+                 GraphStats s = mt.stat();
+                 return std::map<std::string, int64_t>{{"vertices", s.vertices}, {"edges", s.edges}, {"jobs", s.jobs}};
+             })
+        .def("next_jobid", &Matcher::next_jobid)
+        .def("set_status", &Matcher::set_status, nb::arg("path"), nb::arg("up"))
+        .def("get_status", &Matcher::get_status, nb::arg("path"))
+        .def("set_property", &Matcher::set_property, nb::arg("path"), nb::arg("key"), nb::arg("value"))
+        .def("get_property", &Matcher::get_property, nb::arg("path"))
+        .def("attach", &Matcher::attach, nb::arg("jgf"), nb::call_guard<nb::gil_scoped_release>())
+        .def("remove", &Matcher::remove, nb::arg("path"), nb::call_guard<nb::gil_scoped_release>())
+        .def("usage", &Matcher::usage)
+        .def_prop_ro("policy", &Matcher::policy)
+        .def_prop_rw("match_format", &Matcher::match_format, &Matcher::set_match_format);
+
+    m.def("policies", &Policy::names);
+}

@@ -1,0 +1,200 @@
+"""The typed Python face of the matcher: a resource graph you match jobspecs against."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from fluxion_nb import _core
+from fluxion_nb.jobspec import JobspecLike, to_json
+
+MatchOp = Literal[
+    "allocate",
+    "allocate_orelse_reserve",
+    "allocate_with_satisfiability",
+    "satisfiability",
+    "without_allocating",
+    "without_allocating_future",
+]
+MatchFormat = Literal["simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched"]
+
+
+@dataclass(frozen=True)
+class AllocatedVertex:
+    """One vertex of an allocation and how much of it the job holds."""
+
+    path: str
+    type: str
+    name: str
+    id: int
+    rank: int
+    amount: int
+    exclusive: bool
+    node: str
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The outcome of one match.
+
+    ``status`` is one of allocated, reserved, matched, satisfiable, busy,
+    unsatisfiable. ``busy`` means "not now, but it could fit later";
+    ``unsatisfiable`` means it can never fit on this graph.
+    """
+
+    status: str
+    jobid: int
+    at: int
+    duration: int
+    R: str
+    vertices: tuple[AllocatedVertex, ...]
+    overhead: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("allocated", "reserved", "matched", "satisfiable")
+
+    @property
+    def reserved(self) -> bool:
+        return self.status == "reserved"
+
+    @property
+    def nodes(self) -> list[str]:
+        """Names of the ``node`` vertices holding part of the job, in emission order."""
+        seen: dict[str, None] = {}
+        for v in self.vertices:
+            if v.node:
+                seen.setdefault(v.node, None)
+        return list(seen)
+
+    def by_node(self) -> dict[str, dict[str, int]]:
+        """Per node: resource type -> units held exclusively (leaves only)."""
+        out: dict[str, dict[str, int]] = {}
+        for v in self.vertices:
+            if v.node and v.exclusive and v.type != "node":
+                per = out.setdefault(v.node, {})
+                per[v.type] = per.get(v.type, 0) + v.amount
+        return out
+
+
+def _allocation(r: Any) -> Allocation:
+    verts = tuple(
+        AllocatedVertex(
+            path=v.path,
+            type=v.type,
+            name=v.name,
+            id=v.id,
+            rank=v.rank,
+            amount=v.amount,
+            exclusive=v.exclusive,
+            node=v.node,
+            properties=dict(v.properties),
+        )
+        for v in r.vertices
+    )
+    return Allocation(r.status, r.jobid, r.at, r.duration, r.R, verts, r.overhead)
+
+
+class Graph:
+    """A Fluxion resource graph with its jobs.
+
+    Safe to share between threads: every call is serialised inside the core,
+    and the GIL is released while a match runs.
+    """
+
+    def __init__(
+        self,
+        jgf: str | Mapping[str, Any],
+        *,
+        policy: str = "first",
+        prune_filters: str = "ALL:core,ALL:node",
+        match_format: MatchFormat = "jgf",
+        partial_pools: bool | Iterable[str] = False,
+    ) -> None:
+        text = jgf if isinstance(jgf, str) else json.dumps(jgf)
+        if partial_pools is True:
+            pools = {"*"}
+        elif partial_pools is False:
+            pools = set()
+        else:
+            pools = set(partial_pools)
+        self._m = _core.Matcher(text, policy, prune_filters, match_format, pools)
+
+    @classmethod
+    def from_jgf(cls, jgf: str | Mapping[str, Any], **kwargs: Any) -> Graph:
+        """Build from JGF text or a parsed JGF document."""
+        return cls(jgf, **kwargs)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> Graph:
+        return cls(Path(path).read_text(), **kwargs)
+
+    @property
+    def policy(self) -> str:
+        return str(self._m.policy)
+
+    def match(
+        self,
+        jobspec: JobspecLike,
+        op: MatchOp = "allocate",
+        *,
+        jobid: int | None = None,
+        format: MatchFormat | None = None,
+    ) -> Allocation:
+        """Match a jobspec. Failure to fit is a result (busy/unsatisfiable), not an exception."""
+        return _allocation(self._m.match(to_json(jobspec), op, jobid, format or ""))
+
+    def satisfiable(self, jobspec: JobspecLike) -> bool:
+        """Could this jobspec ever fit on the graph (all resources free)?"""
+        return self.match(jobspec, "satisfiability").status == "satisfiable"
+
+    def update_allocate(
+        self, jobid: int, R: str, *, at: int = 0, duration: int, reserve: bool = False
+    ) -> Allocation:
+        """Replay an allocation recorded earlier (its JGF or rv1 R), e.g. after a restart."""
+        return _allocation(self._m.update_allocate(jobid, R, at, duration, reserve, ""))
+
+    def cancel(self, jobid: int, *, missing_ok: bool = False) -> bool:
+        """Release a job; returns False only when it did not exist and missing_ok is set."""
+        return bool(self._m.cancel(jobid, missing_ok))
+
+    def partial_cancel(self, jobid: int, paths: Iterable[str]) -> bool:
+        """Release the part of a job under the given vertex paths; True once nothing is left."""
+        return bool(self._m.partial_cancel(jobid, list(paths)))
+
+    def info(self, jobid: int) -> Any:
+        return self._m.info(jobid)
+
+    def jobs(self) -> list[Any]:
+        return list(self._m.jobs())
+
+    def stat(self) -> dict[str, int]:
+        return dict(self._m.stat())
+
+    def usage(self) -> list[Any]:
+        """Per vertex: path, type, size and the amount held now."""
+        return list(self._m.usage())
+
+    def set_status(self, path: str, up: bool) -> None:
+        self._m.set_status(path, up)
+
+    def get_status(self, path: str) -> bool:
+        return bool(self._m.get_status(path))
+
+    def set_property(self, path: str, key: str, value: str = "") -> None:
+        self._m.set_property(path, key, value)
+
+    def get_property(self, path: str) -> dict[str, str]:
+        return dict(self._m.get_property(path))
+
+    def attach(self, jgf: str | Mapping[str, Any]) -> None:
+        """Grow the graph with a JGF subgraph whose top vertex hangs under an existing one."""
+        self._m.attach(jgf if isinstance(jgf, str) else json.dumps(jgf))
+
+    def remove(self, path: str) -> None:
+        """Shrink the graph: drop the subtree at path (it must hold no job)."""
+        self._m.remove(path)

@@ -1,0 +1,34 @@
+"""Jobspec loading: YAML or JSON text (or a mapping) to the canonical JSON the core reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fluxion_nb.errors import InputError
+
+JobspecLike = str | bytes | Mapping[str, Any] | Path
+
+
+def to_json(jobspec: JobspecLike) -> str:
+    """Return the jobspec as JSON text; YAML is accepted because RFC 14 allows both."""
+    if isinstance(jobspec, Path):
+        jobspec = jobspec.read_text()
+    if isinstance(jobspec, bytes):
+        jobspec = jobspec.decode()
+    if isinstance(jobspec, Mapping):
+        return json.dumps(jobspec)
+    try:
+        doc = yaml.load(jobspec, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise InputError(f"jobspec: not valid YAML or JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InputError("jobspec: the document must be a mapping")
+    try:
+        return json.dumps(doc, default=str)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"jobspec: cannot be represented as JSON: {exc}") from None

@@ -1,0 +1,148 @@
+// The resource graph: vertices (resource pools), containment edges, the
+// indexes flux-sched keeps (by path, type, name, rank) and per-vertex
+// scheduling state (planners, allocation records, traversal marks).
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "planner.hpp"
+
+namespace fluxion {
+
+constexpr int64_t kXCheckerJobs = int64_t{1} << 30;
+
+// Resource types are interned: each graph numbers type names in the order
+// flux-sched's interner would, and that number is the type's sort order.
+class TypeTable {
+   public:
+    TypeTable();
+    int intern(const std::string &name);
+    int find(const std::string &name) const;  // -1 when unknown
+    const std::string &name(int id) const { return names_[static_cast<size_t>(id)]; }
+    size_t size() const { return names_.size(); }
+
+    int cluster, core, socket, gpu, node, rack, slot, storage_node;
+
+   private:
+    std::vector<std::string> names_;
+    std::unordered_map<std::string, int> ids_;
+};
+
+enum class Status { Up = 0, Down = 1 };
+
+struct Vertex {
+    int type = -1;
+    std::string basename;
+    std::string name;
+    int64_t id = -1;
+    int64_t uniq_id = -1;
+    int64_t rank = -1;
+    Status status = Status::Up;
+    int64_t size = 1;
+    std::string unit;
+    std::string path;                                 // containment path
+    std::map<std::string, std::string> other_paths;   // other subsystems
+    std::map<std::string, std::string> properties;
+    bool partial_pool = false;  // slots take exactly their count from this pool
+    bool removed = false;
+
+    int parent_edge = -1;
+    std::vector<int> out_edges;      // containment children, insertion order
+    std::vector<int> by_outedges;    // same edges, ordered for first-match policies
+
+    // Scheduling state.
+    Planner plans;
+    Planner x_checker;
+    std::unique_ptr<PlannerMulti> subplan;
+    std::map<int64_t, int64_t> allocations;   // jobid -> span in plans
+    std::map<int64_t, int64_t> reservations;  // jobid -> span in plans
+    std::set<int64_t> tags;
+    std::map<int64_t, int64_t> x_spans;       // jobid -> span in x_checker
+    std::map<int64_t, int64_t> job2span;      // jobid -> span in subplan
+
+    // Traversal marks.
+    uint64_t color_epoch = 0;
+    uint64_t label_seq = 0;
+    std::string label;
+};
+
+struct Edge {
+    int source = -1;
+    int target = -1;
+    std::string subsystem = "containment";
+    bool removed = false;
+    // Set by the matcher for the update walk.
+    uint64_t needs = 0;
+    int exclusive = 0;
+    uint64_t seq = 0;
+    uint64_t weight = std::numeric_limits<uint64_t>::max();
+};
+
+struct GraphOptions {
+    int64_t start = 0;
+    int64_t duration = 3153600000;  // 100 years in seconds, as resource-query
+    // Types whose pool vertices are shared by slots unit by unit instead of
+    // whole ("*" means every type). Empty keeps Fluxion's semantics.
+    std::set<std::string> partial_pool_types;
+};
+
+class Graph {
+   public:
+    explicit Graph(GraphOptions opts = {});
+    Graph(const Graph &) = delete;
+    Graph &operator=(const Graph &) = delete;
+
+    TypeTable types;
+    std::vector<Vertex> vertices;
+    std::vector<Edge> edges;
+    int root = -1;
+    int64_t nodes_up = 0;
+
+    std::unordered_map<std::string, int> by_path;
+    std::unordered_map<std::string, std::vector<int>> by_name;
+    std::map<int64_t, std::vector<int>> by_rank;
+    std::vector<std::vector<int>> by_type;  // indexed by type id
+
+    const GraphOptions &options() const { return opts_; }
+    int64_t start() const { return opts_.start; }
+    int64_t end() const { return opts_.start + opts_.duration; }
+    int64_t duration() const { return opts_.duration; }
+
+    // Load a JGF document (replacing nothing: the graph must be empty).
+    void load_jgf(const std::string &text);
+    // Add the vertices and edges of a JGF subgraph whose top vertex's parent
+    // already exists (grow). Returns the new vertices.
+    std::vector<int> attach_jgf(const std::string &text);
+    // Detach the subtree rooted at `v` (shrink); vertices stay as tombstones.
+    std::vector<int> detach_subtree(int v);
+
+    int find_path(const std::string &path) const;
+    void subtree(int v, std::vector<int> &out) const;  // pre-order, v included
+    int parent(int v) const {
+        int e = vertices[static_cast<size_t>(v)].parent_edge;
+        return e < 0 ? -1 : edges[static_cast<size_t>(e)].source;
+    }
+    bool is_leaf(int v) const { return vertices[static_cast<size_t>(v)].out_edges.empty(); }
+
+    // Keep `by_outedges` of `v` sorted by (weight, uniq_id) descending.
+    void resort_outedge(int v, int e);
+
+    void set_status(int v, Status s);
+
+   private:
+    GraphOptions opts_;
+    std::unordered_map<std::string, int> key_to_vertex_;  // JGF outer id -> vertex
+    std::vector<std::string> vertex_key_;                 // vertex -> JGF outer id
+    std::vector<int> read_jgf(const std::string &text, bool attach);
+    void index_vertex(int v);
+    void unindex_vertex(int v);
+    void add_edge(int src, int tgt, const std::string &subsystem);
+};
+
+}  // namespace fluxion

@@ -1,0 +1,66 @@
+// A small JSON document model: enough to read JGF, jobspecs and R, and to
+// write the exact text flux-sched's writers produce.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace fluxion::json {
+
+enum class Kind { Null, Bool, Int, Double, String, Array, Object };
+
+class Value {
+   public:
+    Value() = default;
+    static Value make_bool(bool b);
+    static Value make_int(int64_t i);
+    static Value make_double(double d);
+    static Value make_string(std::string s);
+    static Value make_array();
+    static Value make_object();
+
+    Kind kind() const { return kind_; }
+    bool is_null() const { return kind_ == Kind::Null; }
+    bool is_bool() const { return kind_ == Kind::Bool; }
+    bool is_int() const { return kind_ == Kind::Int; }
+    bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Double; }
+    bool is_string() const { return kind_ == Kind::String; }
+    bool is_array() const { return kind_ == Kind::Array; }
+    bool is_object() const { return kind_ == Kind::Object; }
+
+    bool as_bool() const { return b_; }
+    int64_t as_int() const { return kind_ == Kind::Double ? static_cast<int64_t>(d_) : i_; }
+    double as_double() const { return kind_ == Kind::Int ? static_cast<double>(i_) : d_; }
+    const std::string &as_string() const { return s_; }
+    const std::vector<Value> &items() const { return arr_; }
+    std::vector<Value> &items() { return arr_; }
+    // Object members keep their document order.
+    const std::vector<std::pair<std::string, Value>> &members() const { return obj_; }
+    std::vector<std::pair<std::string, Value>> &members() { return obj_; }
+
+    const Value *find(std::string_view key) const;
+    void set(std::string key, Value v);  // appends or replaces
+    void push(Value v) { arr_.push_back(std::move(v)); }
+
+   private:
+    Kind kind_ = Kind::Null;
+    bool b_ = false;
+    int64_t i_ = 0;
+    double d_ = 0.0;
+    std::string s_;
+    std::vector<Value> arr_;
+    std::vector<std::pair<std::string, Value>> obj_;
+};
+
+// Parse a complete JSON text; throws fluxion::InputError with the byte offset on error.
+Value parse(std::string_view text);
+
+// Serialise. `spaced` writes ", " and ": " separators like Python's json.dumps defaults.
+std::string dump(const Value &v, bool spaced = true);
+void dump_string(std::string &out, std::string_view s);
+
+}  // namespace fluxion::json

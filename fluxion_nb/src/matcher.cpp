@@ -1,0 +1,292 @@
+#include "matcher.hpp"
+
+#include <chrono>
+
+#include "errors.hpp"
+#include "jobspec.hpp"
+#include "json.hpp"
+#include "writers.hpp"
+
+namespace fluxion {
+
+namespace {
+bool valid_op(const std::string &op) {
+    return op == "allocate" || op == "allocate_orelse_reserve" || op == "allocate_with_satisfiability" ||
+           op == "satisfiability" || op == "without_allocating" || op == "without_allocating_future";
+}
+}  // namespace
+
+Matcher::Matcher(const std::string &jgf, MatcherOptions opts) : opts_(std::move(opts)) {
+    Policy p = Policy::from_name(opts_.policy);
+    if (!known_format(opts_.match_format)) write_r(Graph(), Emission(), opts_.match_format);
+    GraphOptions go;
+    go.partial_pool_types = opts_.partial_pool_types;
+    g_ = std::make_unique<Graph>(go);
+    g_->load_jgf(jgf);
+    trav_ = std::make_unique<Traverser>(*g_, p, opts_.prune_filters);
+    trav_->initialize();
+}
+
+void Matcher::set_match_format(const std::string &f) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!known_format(f)) write_r(*g_, Emission(), f);
+    opts_.match_format = f;
+}
+
+int Matcher::vertex_at(const std::string &path) const {
+    int v = g_->find_path(path);
+    if (v < 0) throw NotFoundError("no vertex at path " + path);
+    return v;
+}
+
+void Matcher::fill_vertices(const Emission &em, MatchResult &r) const {
+    for (const auto &ev : em.vertices) {
+        const Vertex &v = g_->vertices[static_cast<size_t>(ev.vertex)];
+        AllocatedVertex a{v.path, g_->types.name(v.type), v.name, v.id, v.rank, ev.needs, ev.exclusive, "", v.properties};
+        for (int p = ev.vertex; p >= 0; p = g_->parent(p))
+            if (g_->vertices[static_cast<size_t>(p)].type == g_->types.node) {
+                a.node = g_->vertices[static_cast<size_t>(p)].name;
+                break;
+            }
+        r.vertices.push_back(std::move(a));
+    }
+}
+
+MatchResult Matcher::match(const std::string &jobspec_json, const std::string &op,
+                           std::optional<int64_t> jobid, const std::string &format) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto t0 = std::chrono::steady_clock::now();
+    MatchResult r;
+    if (!valid_op(op)) throw InputError("unknown match operation '" + op + "'");
+    std::string fmt = format.empty() ? opts_.match_format : format;
+    if (!known_format(fmt)) write_r(*g_, Emission(), fmt);
+    int64_t id = jobid ? *jobid : counter_;
+    if (jobs_.count(id) && jobs_.at(id).state != "CANCELED")
+        throw StateError("job id " + std::to_string(id) + " is already in use");
+    r.jobid = id;
+    Jobspec js = parse_jobspec_text(jobspec_json, g_->types);  // throws InputError
+    Emission em;
+    int64_t at = 0;
+    MatchErr err = MatchErr::None;
+    bool ok = trav_->run(js, op, id, at, em, err);
+    r.preorder = trav_->preorder_count();
+    r.postorder = trav_->postorder_count();
+    bool consumes = op != "satisfiability" && op != "without_allocating" && op != "without_allocating_future";
+    if (!ok && err != MatchErr::Busy && err != MatchErr::Unsatisfiable) {
+        r.status = "error";
+        r.error = trav_->err_message().empty() ? "match failed" : trav_->err_message();
+        last_err_ = r.error;
+        return r;
+    }
+    if (op == "satisfiability") {
+        r.status = ok ? "satisfiable" : "unsatisfiable";
+    } else if (!ok) {
+        r.status = err == MatchErr::Unsatisfiable ? "unsatisfiable" : "busy";
+    } else {
+        r.at = at;
+        r.duration = em.expiration - em.starttime;
+        r.R = write_r(*g_, em, fmt);
+        fill_vertices(em, r);
+        if (!consumes) {
+            r.status = "matched";
+        } else {
+            r.status = at == 0 ? "allocated" : "reserved";
+            JobRecord jr{id, at == 0 ? "ALLOCATED" : "RESERVED", at, r.duration, 0.0, r.R, {}};
+            for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
+            jobs_[id] = std::move(jr);
+        }
+    }
+    if (consumes && !jobid) counter_++;
+    if (consumes && jobid && *jobid >= counter_) counter_ = *jobid + 1;
+    r.overhead = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (jobs_.count(id)) jobs_[id].overhead = r.overhead;
+    return r;
+}
+
+std::map<int, std::pair<int64_t, bool>> Matcher::read_r_amounts(const std::string &R) const {
+    json::Value doc = json::parse(R);
+    const json::Value *graph = nullptr;
+    if (const json::Value *s = doc.find("scheduling")) graph = s->find("graph");
+    if (!graph) graph = doc.find("graph");
+    if (!graph || !graph->is_object()) throw InputError("R: no JGF 'graph' (or 'scheduling.graph') in it");
+    const json::Value *nodes = graph->find("nodes");
+    if (!nodes || !nodes->is_array()) throw InputError("R: graph.nodes must be an array");
+    std::map<int, std::pair<int64_t, bool>> out;
+    for (const auto &n : nodes->items()) {
+        const json::Value *md = n.find("metadata");
+        if (!md || !md->is_object()) throw InputError("R: a vertex has no metadata");
+        const json::Value *paths = md->find("paths");
+        const json::Value *cp = paths ? paths->find("containment") : nullptr;
+        if (!cp || !cp->is_string()) throw InputError("R: a vertex has no containment path");
+        int v = g_->find_path(cp->as_string());
+        if (v < 0) throw NotFoundError("R: no vertex at path " + cp->as_string());
+        int64_t size = 1;
+        if (const json::Value *s = md->find("size"); s && s->is_int()) size = s->as_int();
+        bool excl = false;
+        if (const json::Value *x = md->find("exclusive"); x && x->is_bool()) excl = x->as_bool();
+        out[v] = {size, excl};
+    }
+    return out;
+}
+
+MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
+                                     bool reserve, const std::string &format) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (jobs_.count(jobid) && jobs_.at(jobid).state != "CANCELED")
+        throw StateError("job id " + std::to_string(jobid) + " is already in use");
+    if (at < 0 || duration <= 0 || at + duration > g_->end())
+        throw InputError("update: invalid time (" + std::to_string(at) + ", " + std::to_string(duration) + ")");
+    std::string fmt = format.empty() ? opts_.match_format : format;
+    auto amounts = read_r_amounts(R);
+    Emission em;
+    std::string why;
+    MatchResult r;
+    r.jobid = jobid;
+    if (!trav_->replay(jobid, at, duration, reserve, amounts, em, why)) throw StateError("update: " + why);
+    r.status = reserve ? "reserved" : "allocated";
+    r.at = at;
+    r.duration = duration;
+    r.R = write_r(*g_, em, fmt);
+    fill_vertices(em, r);
+    JobRecord jr{jobid, reserve ? "RESERVED" : "ALLOCATED", at, duration, 0.0, r.R, {}};
+    for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
+    jobs_[jobid] = std::move(jr);
+    if (jobid >= counter_) counter_ = jobid + 1;
+    return r;
+}
+
+bool Matcher::cancel(int64_t jobid, bool noent_ok) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = jobs_.find(jobid);
+    if (it == jobs_.end() || it->second.state == "CANCELED") {
+        if (noent_ok) return false;
+        throw NotFoundError("nonexistent job " + std::to_string(jobid));
+    }
+    trav_->cancel(jobid);
+    it->second.state = "CANCELED";
+    return true;
+}
+
+bool Matcher::partial_cancel(int64_t jobid, const std::vector<std::string> &paths) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = jobs_.find(jobid);
+    if (it == jobs_.end() || it->second.state == "CANCELED")
+        throw NotFoundError("nonexistent job " + std::to_string(jobid));
+    if (it->second.state == "RESERVED") throw StateError("partial cancel of a reservation is not supported");
+    std::vector<int> release;
+    for (const auto &p : paths) {
+        int v = vertex_at(p);
+        std::vector<int> sub;
+        g_->subtree(v, sub);
+        release.insert(release.end(), sub.begin(), sub.end());
+    }
+    bool full = false;
+    trav_->partial_cancel(jobid, release, full);
+    if (full) it->second.state = "CANCELED";
+    return full;
+}
+
+bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R) {
+    std::vector<std::string> paths;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (auto &kv : read_r_amounts(R)) paths.push_back(g_->vertices[static_cast<size_t>(kv.first)].path);
+    }
+    // Only release the vertices named, not their subtrees.
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = jobs_.find(jobid);
+    if (it == jobs_.end() || it->second.state == "CANCELED")
+        throw NotFoundError("nonexistent job " + std::to_string(jobid));
+    std::vector<int> release;
+    for (const auto &p : paths) release.push_back(vertex_at(p));
+    bool full = false;
+    trav_->partial_cancel(jobid, release, full);
+    if (full) it->second.state = "CANCELED";
+    return full;
+}
+
+std::optional<JobRecord> Matcher::info(int64_t jobid) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = jobs_.find(jobid);
+    if (it == jobs_.end()) return std::nullopt;
+    return it->second;
+}
+
+std::vector<JobRecord> Matcher::jobs() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<JobRecord> out;
+    for (const auto &kv : jobs_) out.push_back(kv.second);
+    return out;
+}
+
+GraphStats Matcher::stat() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    GraphStats s;
+    for (const auto &v : g_->vertices) s.vertices += v.removed ? 0 : 1;
+    for (const auto &e : g_->edges) s.edges += e.removed ? 0 : 1;
+    for (const auto &kv : jobs_) s.jobs += kv.second.state != "CANCELED";
+    return s;
+}
+
+int64_t Matcher::next_jobid() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return counter_;
+}
+
+void Matcher::set_status(const std::string &path, bool up) {
+    std::lock_guard<std::mutex> lk(mu_);
+    int v = vertex_at(path);
+    std::vector<int> sub;
+    g_->subtree(v, sub);
+    for (int x : sub) g_->set_status(x, up ? Status::Up : Status::Down);
+}
+
+bool Matcher::get_status(const std::string &path) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return g_->vertices[static_cast<size_t>(vertex_at(path))].status == Status::Up;
+}
+
+void Matcher::set_property(const std::string &path, const std::string &key, const std::string &value) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (key.empty()) throw InputError("set-property: empty property name");
+    g_->vertices[static_cast<size_t>(vertex_at(path))].properties[key] = value;
+}
+
+std::map<std::string, std::string> Matcher::get_property(const std::string &path) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return g_->vertices[static_cast<size_t>(vertex_at(path))].properties;
+}
+
+void Matcher::attach(const std::string &jgf) {
+    std::lock_guard<std::mutex> lk(mu_);
+    g_->attach_jgf(jgf);
+    trav_->initialize();
+}
+
+void Matcher::remove(const std::string &path) {
+    std::lock_guard<std::mutex> lk(mu_);
+    int v = vertex_at(path);
+    std::vector<int> sub;
+    g_->subtree(v, sub);
+    for (int x : sub) {
+        const Vertex &vx = g_->vertices[static_cast<size_t>(x)];
+        if (!vx.allocations.empty() || !vx.reservations.empty())
+            throw StateError("remove: " + vx.path + " holds a job; cancel it first");
+    }
+    g_->detach_subtree(v);
+    // Aggregate totals above the removed subtree shrink; spans are kept.
+    trav_->initialize();
+}
+
+std::vector<Matcher::Usage> Matcher::usage() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<Usage> out;
+    for (const auto &v : g_->vertices) {
+        if (v.removed) continue;
+        int64_t free_now = v.plans.avail_at(0);
+        out.push_back({v.path, g_->types.name(v.type), v.name, v.size, v.size - (free_now < 0 ? 0 : free_now)});
+    }
+    return out;
+}
+
+}  // namespace fluxion

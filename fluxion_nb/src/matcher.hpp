@@ -1,0 +1,123 @@
+// The matcher's public face: one resource graph, a policy, and the jobs
+// placed on it. Every operation validates its input before changing state
+// and is serialised by one mutex, so concurrent callers cannot corrupt it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph.hpp"
+#include "traverser.hpp"
+
+namespace fluxion {
+
+struct MatcherOptions {
+    std::string policy = "first";
+    std::string prune_filters = "ALL:core,ALL:node";
+    std::string match_format = "jgf";
+    std::set<std::string> partial_pool_types;
+};
+
+struct AllocatedVertex {
+    std::string path;
+    std::string type;
+    std::string name;
+    int64_t id;
+    int64_t rank;
+    int64_t amount;
+    bool exclusive;
+    std::string node;  // enclosing vertex of type node ("" if none)
+    std::map<std::string, std::string> properties;
+};
+
+struct MatchResult {
+    // allocated | reserved | matched | satisfiable | busy | unsatisfiable | error
+    std::string status;
+    int64_t jobid = 0;
+    int64_t at = 0;
+    int64_t duration = 0;
+    double overhead = 0.0;
+    std::string R;
+    std::string error;
+    std::vector<AllocatedVertex> vertices;
+    unsigned preorder = 0, postorder = 0;
+};
+
+struct JobRecord {
+    int64_t jobid;
+    std::string state;  // ALLOCATED | RESERVED | CANCELED
+    int64_t at;
+    int64_t duration;
+    double overhead;
+    std::string R;
+    std::vector<int> vertices;  // allocated vertices (emission order)
+};
+
+struct GraphStats {
+    int64_t vertices = 0, edges = 0, jobs = 0;
+};
+
+class Matcher {
+   public:
+    Matcher(const std::string &jgf, MatcherOptions opts);
+
+    // op: allocate | allocate_orelse_reserve | allocate_with_satisfiability |
+    //     satisfiability | without_allocating | without_allocating_future
+    MatchResult match(const std::string &jobspec_json, const std::string &op,
+                      std::optional<int64_t> jobid = std::nullopt,
+                      const std::string &format = "");
+    // Replay a known allocation (JGF R, as written by the jgf/rv1 writers).
+    MatchResult update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
+                                bool reserve, const std::string &format = "");
+    bool cancel(int64_t jobid, bool noent_ok);
+    // Release the part of a job held under each given vertex path; returns
+    // true when the job is gone entirely.
+    bool partial_cancel(int64_t jobid, const std::vector<std::string> &paths);
+    bool partial_cancel_r(int64_t jobid, const std::string &R);
+
+    std::optional<JobRecord> info(int64_t jobid) const;
+    std::vector<JobRecord> jobs() const;
+    GraphStats stat() const;
+    int64_t next_jobid() const;
+
+    void set_status(const std::string &path, bool up);
+    bool get_status(const std::string &path) const;
+    void set_property(const std::string &path, const std::string &key, const std::string &value);
+    std::map<std::string, std::string> get_property(const std::string &path) const;
+
+    // Grow: add a JGF subgraph; shrink: remove a subtree (must hold no job).
+    void attach(const std::string &jgf);
+    void remove(const std::string &path);
+
+    // Per vertex: path, type, size, allocated-now amount.
+    struct Usage {
+        std::string path, type, name;
+        int64_t size, used;
+    };
+    std::vector<Usage> usage() const;
+
+    std::string policy() const { return opts_.policy; }
+    std::string match_format() const { return opts_.match_format; }
+    void set_match_format(const std::string &f);
+    std::string last_error() const { return last_err_; }
+
+   private:
+    mutable std::mutex mu_;
+    MatcherOptions opts_;
+    std::unique_ptr<Graph> g_;
+    std::unique_ptr<Traverser> trav_;
+    std::map<int64_t, JobRecord> jobs_;
+    int64_t counter_ = 1;
+    std::string last_err_;
+
+    int vertex_at(const std::string &path) const;
+    void fill_vertices(const Emission &em, MatchResult &r) const;
+    std::map<int, std::pair<int64_t, bool>> read_r_amounts(const std::string &R) const;
+};
+
+}  // namespace fluxion

@@ -1,0 +1,271 @@
+#include "planner.hpp"
+
+#include <algorithm>
+
+namespace fluxion {
+
+Planner::Planner(int64_t start, int64_t duration, int64_t total)
+    : start_(start), end_(start + duration), total_(total) {
+    points_.push_back({start_, total_, 1});
+}
+
+size_t Planner::state_index(int64_t at) const {
+    // upper_bound on time, minus one: the point in force at `at`.
+    auto it = std::upper_bound(points_.begin(), points_.end(), at,
+                               [](int64_t t, const Point &p) { return t < p.at; });
+    if (it == points_.begin()) return 0;
+    return static_cast<size_t>(it - points_.begin()) - 1;
+}
+
+int64_t Planner::avail_at(int64_t at) const {
+    if (at < start_ || at >= end_) return -1;
+    return points_[state_index(at)].remaining;
+}
+
+int64_t Planner::avail_during(int64_t at, int64_t duration) const {
+    if (at < start_ || at + duration > end_) return -1;
+    size_t i = state_index(at);
+    int64_t m = points_[i].remaining;
+    for (++i; i < points_.size() && points_[i].at < at + duration; ++i)
+        m = std::min(m, points_[i].remaining);
+    return m;
+}
+
+bool Planner::fits_during(int64_t at, int64_t duration, int64_t request) const {
+    if (request > total_) return false;
+    int64_t a = avail_during(at, duration);
+    return a >= 0 && request <= a;
+}
+
+size_t Planner::point_at(int64_t at) {
+    size_t i = state_index(at);
+    if (points_[i].at == at) {
+        points_[i].refs++;
+        return i;
+    }
+    Point p{at, points_[i].remaining, 1};
+    points_.insert(points_.begin() + static_cast<long>(i) + 1, p);
+    return i + 1;
+}
+
+void Planner::release_point(size_t idx) {
+    if (--points_[idx].refs <= 0 && idx != 0) points_.erase(points_.begin() + static_cast<long>(idx));
+}
+
+int64_t Planner::add_span(int64_t at, int64_t duration, int64_t request) {
+    if (duration < 1 || at < start_ || at + duration > end_ || request < 0 || request > total_)
+        return -1;
+    if (!fits_during(at, duration, request)) return -1;
+    size_t s = point_at(at);
+    size_t e = point_at(at + duration);  // may shift nothing before s
+    s = state_index(at);
+    for (size_t i = s; i < e; ++i) points_[i].remaining -= request;
+    int64_t id = next_span_++;
+    spans_[id] = Span{at, at + duration, request};
+    iter_set_ = false;
+    return id;
+}
+
+bool Planner::rem_span(int64_t span_id) {
+    auto it = spans_.find(span_id);
+    if (it == spans_.end()) return false;
+    Span sp = it->second;
+    spans_.erase(it);
+    size_t s = state_index(sp.start);
+    size_t e = state_index(sp.last);
+    for (size_t i = s; i < e; ++i) points_[i].remaining += sp.planned;
+    // Release the end point first so the start index stays valid.
+    release_point(e);
+    release_point(state_index(sp.start));
+    iter_set_ = false;
+    return true;
+}
+
+bool Planner::reduce_span(int64_t span_id, int64_t amount, bool &removed) {
+    removed = false;
+    auto it = spans_.find(span_id);
+    if (it == spans_.end()) return false;
+    Span &sp = it->second;
+    amount = std::min(amount, sp.planned);
+    if (amount >= sp.planned) {
+        removed = true;
+        return rem_span(span_id);
+    }
+    size_t s = state_index(sp.start);
+    size_t e = state_index(sp.last);
+    for (size_t i = s; i < e; ++i) points_[i].remaining += amount;
+    sp.planned -= amount;
+    iter_set_ = false;
+    return true;
+}
+
+int64_t Planner::span_planned(int64_t span_id) const {
+    auto it = spans_.find(span_id);
+    return it == spans_.end() ? -1 : it->second.planned;
+}
+
+void Planner::reset() {
+    spans_.clear();
+    points_.clear();
+    points_.push_back({start_, total_, 1});
+    iter_set_ = false;
+}
+
+void Planner::set_total(int64_t total) {
+    int64_t delta = total - total_;
+    total_ = total;
+    for (auto &p : points_) p.remaining += delta;
+    iter_set_ = false;
+}
+
+int64_t Planner::iterate() {
+    while (iter_pos_ < points_.size()) {
+        const Point &p = points_[iter_pos_++];
+        if (p.at < iter_after_ || p.remaining < iter_request_) continue;
+        // The window must stay within capacity from this point on.
+        bool ok = true;
+        for (size_t j = iter_pos_; j < points_.size() && points_[j].at < p.at + iter_duration_; ++j)
+            if (points_[j].remaining < iter_request_) {
+                ok = false;
+                break;
+            }
+        if (!ok) continue;
+        if (p.at + iter_duration_ > end_) return -1;
+        return p.at;
+    }
+    return -1;
+}
+
+int64_t Planner::avail_time_first(int64_t on_or_after, int64_t duration, int64_t request) {
+    if (on_or_after < start_ || on_or_after >= end_ || duration < 1 || request > total_) return -1;
+    iter_pos_ = 0;
+    iter_after_ = on_or_after;
+    iter_duration_ = duration;
+    iter_request_ = request;
+    iter_set_ = true;
+    return iterate();
+}
+
+int64_t Planner::avail_time_next() {
+    if (!iter_set_) return -1;
+    return iterate();
+}
+
+PlannerMulti::PlannerMulti(int64_t start, int64_t duration, const std::vector<int64_t> &totals,
+                           const std::vector<int> &types)
+    : types_(types) {
+    planners_.reserve(totals.size());
+    for (int64_t t : totals) planners_.emplace_back(start, duration, t);
+}
+
+int PlannerMulti::index_of(int type) const {
+    for (size_t i = 0; i < types_.size(); ++i)
+        if (types_[i] == type) return static_cast<int>(i);
+    return -1;
+}
+
+bool PlannerMulti::fits_during(int64_t at, int64_t duration,
+                               const std::vector<int64_t> &counts) const {
+    for (size_t i = 0; i < planners_.size(); ++i)
+        if (!planners_[i].fits_during(at, duration, counts[i])) return false;
+    return true;
+}
+
+int64_t PlannerMulti::add_span(int64_t at, int64_t duration, const std::vector<int64_t> &counts) {
+    std::vector<int64_t> ids(planners_.size(), -1);
+    for (size_t i = 0; i < planners_.size(); ++i) {
+        ids[i] = planners_[i].add_span(at, duration, counts[i]);
+        if (ids[i] < 0) {
+            for (size_t j = 0; j < i; ++j) planners_[j].rem_span(ids[j]);
+            return -1;
+        }
+    }
+    int64_t id = next_span_++;
+    spans_[id] = std::move(ids);
+    return id;
+}
+
+bool PlannerMulti::rem_span(int64_t span_id) {
+    auto it = spans_.find(span_id);
+    if (it == spans_.end()) return false;
+    for (size_t i = 0; i < planners_.size(); ++i) planners_[i].rem_span(it->second[i]);
+    spans_.erase(it);
+    return true;
+}
+
+bool PlannerMulti::reduce_span(int64_t span_id, const std::vector<int64_t> &amounts,
+                               bool &removed) {
+    removed = false;
+    auto it = spans_.find(span_id);
+    if (it == spans_.end()) return false;
+    bool all_gone = true;
+    for (size_t i = 0; i < planners_.size(); ++i) {
+        int64_t sid = it->second[i];
+        if (sid < 0) continue;
+        bool gone = false;
+        if (amounts[i] > 0) planners_[i].reduce_span(sid, amounts[i], gone);
+        if (gone)
+            it->second[i] = -1;
+        else if (planners_[i].span_planned(sid) > 0)
+            all_gone = false;
+    }
+    if (all_gone) {
+        for (size_t i = 0; i < planners_.size(); ++i)
+            if (it->second[i] >= 0) planners_[i].rem_span(it->second[i]);
+        spans_.erase(it);
+        removed = true;
+    }
+    return true;
+}
+
+int64_t PlannerMulti::span_planned(int64_t span_id, size_t i) const {
+    auto it = spans_.find(span_id);
+    if (it == spans_.end() || it->second[i] < 0) return 0;
+    return planners_[i].span_planned(it->second[i]);
+}
+
+void PlannerMulti::reset() {
+    for (auto &p : planners_) p.reset();
+    spans_.clear();
+}
+
+void PlannerMulti::update_totals(const std::vector<int64_t> &totals) {
+    for (size_t i = 0; i < planners_.size() && i < totals.size(); ++i)
+        planners_[i].set_total(totals[i]);
+}
+
+int64_t PlannerMulti::avail_time_first(int64_t on_or_after, int64_t duration,
+                                       const std::vector<int64_t> &counts) {
+    if (planners_.empty()) return -1;
+    iter_counts_ = counts;
+    iter_duration_ = duration;
+    int64_t t = planners_[0].avail_time_first(on_or_after, duration, counts[0]);
+    while (t != -1) {
+        bool met = true;
+        for (size_t i = 1; i < planners_.size(); ++i)
+            if (!planners_[i].fits_during(t, duration, counts[i])) {
+                met = false;
+                break;
+            }
+        if (met) return t;
+        t = planners_[0].avail_time_next();
+    }
+    return -1;
+}
+
+int64_t PlannerMulti::avail_time_next() {
+    if (planners_.empty()) return -1;
+    for (;;) {
+        int64_t t = planners_[0].avail_time_next();
+        if (t == -1) return -1;
+        bool met = true;
+        for (size_t i = 1; i < planners_.size(); ++i)
+            if (!planners_[i].fits_during(t, iter_duration_, iter_counts_[i])) {
+                met = false;
+                break;
+            }
+        if (met) return t;
+    }
+}
+
+}  // namespace fluxion

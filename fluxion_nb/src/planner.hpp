@@ -1,0 +1,110 @@
+// Time-indexed capacity of one resource pool: which units are free when.
+// Time is integer seconds over [start, end). A span reserves `planned`
+// units over [at, at + duration). Scheduled points are the times at which
+// the free amount changes; queries walk them in time order.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fluxion {
+
+class Planner {
+   public:
+    Planner() = default;
+    Planner(int64_t start, int64_t duration, int64_t total);
+
+    int64_t start() const { return start_; }
+    int64_t end() const { return end_; }
+    int64_t total() const { return total_; }
+    size_t span_count() const { return spans_.size(); }
+
+    // Minimum number of free units over [at, at + duration); -1 if the window
+    // leaves the plan.
+    int64_t avail_during(int64_t at, int64_t duration) const;
+    // True when `request` units stay free over the whole window.
+    bool fits_during(int64_t at, int64_t duration, int64_t request) const;
+    int64_t avail_at(int64_t at) const;
+
+    // Reserve `request` units; returns the span id, or -1 if it does not fit.
+    int64_t add_span(int64_t at, int64_t duration, int64_t request);
+    bool rem_span(int64_t span_id);
+    // Give back `amount` units of a span (partial release); the span is
+    // removed once nothing is left. Returns false for an unknown span.
+    bool reduce_span(int64_t span_id, int64_t amount, bool &removed);
+    int64_t span_planned(int64_t span_id) const;
+    void reset();
+    // Change capacity (graph resize); spans keep their amounts.
+    void set_total(int64_t total);
+
+    // Earliest scheduled point at or after `on_or_after` where `request`
+    // units stay free for `duration`; -1 if none. next() continues the walk.
+    int64_t avail_time_first(int64_t on_or_after, int64_t duration, int64_t request);
+    int64_t avail_time_next();
+
+   private:
+    struct Point {
+        int64_t at;
+        int64_t remaining;
+        int refs;
+    };
+    struct Span {
+        int64_t start;
+        int64_t last;
+        int64_t planned;
+    };
+    int64_t start_ = 0;
+    int64_t end_ = 0;
+    int64_t total_ = 0;
+    std::vector<Point> points_;  // sorted by time; points_[0].at == start_
+    std::map<int64_t, Span> spans_;
+    int64_t next_span_ = 0;
+    // avail_time iteration state
+    size_t iter_pos_ = 0;
+    int64_t iter_after_ = 0, iter_duration_ = 0, iter_request_ = 0;
+    bool iter_set_ = false;
+
+    size_t state_index(int64_t at) const;  // last point with time <= at
+    size_t point_at(int64_t at);          // find or create a point at time `at`
+    void release_point(size_t idx);
+    int64_t iterate();
+};
+
+// Several planners over the same time line, one per resource type: the
+// subtree aggregates used to prune the search.
+class PlannerMulti {
+   public:
+    PlannerMulti(int64_t start, int64_t duration, const std::vector<int64_t> &totals,
+                 const std::vector<int> &types);
+
+    size_t size() const { return planners_.size(); }
+    int type_at(size_t i) const { return types_[i]; }
+    Planner &at(size_t i) { return planners_[i]; }
+    const Planner &at(size_t i) const { return planners_[i]; }
+    int index_of(int type) const;
+    size_t span_count() const { return spans_.size(); }
+
+    bool fits_during(int64_t at, int64_t duration, const std::vector<int64_t> &counts) const;
+    int64_t add_span(int64_t at, int64_t duration, const std::vector<int64_t> &counts);
+    bool rem_span(int64_t span_id);
+    // Reduce a span by per-type amounts (index-aligned); `removed` when empty.
+    bool reduce_span(int64_t span_id, const std::vector<int64_t> &amounts, bool &removed);
+    int64_t span_planned(int64_t span_id, size_t i) const;
+    void reset();
+    void update_totals(const std::vector<int64_t> &totals);
+
+    int64_t avail_time_first(int64_t on_or_after, int64_t duration,
+                             const std::vector<int64_t> &counts);
+    int64_t avail_time_next();
+
+   private:
+    std::vector<Planner> planners_;
+    std::vector<int> types_;
+    std::map<int64_t, std::vector<int64_t>> spans_;  // multi span -> per-planner span ids
+    int64_t next_span_ = 0;
+    std::vector<int64_t> iter_counts_;
+    int64_t iter_duration_ = 0;
+};
+
+}  // namespace fluxion

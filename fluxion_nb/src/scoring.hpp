@@ -1,0 +1,125 @@
+// Candidate bookkeeping for one step of the depth-first match: for each
+// resource type, the groups of child edges that could satisfy it, their
+// scores, and which of them the policy chose.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace fluxion {
+
+constexpr int64_t kMatchUnmet = 0;
+constexpr int64_t kMatchMet = 1;
+
+struct EvalEdge {
+    unsigned count = 0;
+    unsigned needs = 0;
+    unsigned exclusive = 0;
+    int edge = -1;  // -1: the graph root (no parent edge)
+};
+
+struct EdgeGroup {
+    int64_t score = -1;
+    unsigned count = 0;
+    unsigned needs = 0;
+    unsigned exclusive = 0;
+    bool root = false;
+    std::vector<EvalEdge> edges;
+};
+
+class Evals {
+   public:
+    void add(EdgeGroup g) {
+        total_ += g.count;
+        if (g.score > cutline_) qual_ += g.count;
+        groups_.push_back(std::move(g));
+    }
+    void merge(Evals &&o) {
+        qual_ += o.qual_;
+        total_ += o.total_;
+        if (groups_.empty())
+            groups_ = std::move(o.groups_);
+        else
+            groups_.insert(groups_.end(), std::make_move_iterator(o.groups_.begin()),
+                           std::make_move_iterator(o.groups_.end()));
+    }
+    unsigned qualified_count() const { return qual_; }
+    unsigned total_count() const { return total_; }
+    unsigned best_k() const { return best_k_; }
+    unsigned best_i() const { return best_i_; }
+    const std::vector<EdgeGroup> &groups() const { return groups_; }
+    std::vector<EdgeGroup> &groups() { return groups_; }
+
+    // Sort by score (descending when `high`) and mark the first k units.
+    template <class Cmp>
+    bool choose_best_k(unsigned k, Cmp cmp) {
+        if (k == 0 || k > qual_) return false;
+        std::sort(groups_.begin(), groups_.end(), cmp);
+        int to_select = static_cast<int>(k);
+        unsigned i = 0;
+        while (to_select > 0) {
+            EdgeGroup &g = groups_[i];
+            g.needs = to_select <= static_cast<int>(g.count) ? static_cast<unsigned>(to_select) : g.count;
+            to_select -= static_cast<int>(g.count);
+            ++i;
+        }
+        best_k_ = k;
+        best_i_ = i;
+        return true;
+    }
+
+    // Iteration used to cut slots out of candidates.
+    void iter_reset() { iter_reset_ = true; }
+    EdgeGroup *iter_next() {
+        if (iter_reset_) {
+            iter_ = 0;
+            iter_reset_ = false;
+        } else if (iter_ < groups_.size()) {
+            ++iter_;
+        }
+        return iter_ < groups_.size() ? &groups_[iter_] : nullptr;
+    }
+
+   private:
+    std::vector<EdgeGroup> groups_;
+    size_t iter_ = 0;
+    bool iter_reset_ = true;
+    int64_t cutline_ = 0;
+    unsigned qual_ = 0;
+    unsigned total_ = 0;
+    unsigned best_k_ = 0;
+    unsigned best_i_ = 0;
+};
+
+class Scoring {
+   public:
+    Evals &of(int type) { return by_type_[type]; }
+    bool has(int type) const { return by_type_.count(type) > 0; }
+    std::map<int, Evals> &all() { return by_type_; }
+    unsigned qualified_count(int type) { return by_type_[type].qualified_count(); }
+    unsigned total_count(int type) { return by_type_[type].total_count(); }
+    void add(int type, EdgeGroup g) { by_type_[type].add(std::move(g)); }
+
+    template <class Cmp>
+    void choose_accum_best_k(int type, unsigned k, Cmp cmp) {
+        if (by_type_[type].choose_best_k(k, cmp)) hier_constrain_now = true;
+    }
+    template <class Cmp>
+    void choose_accum_all(int type, Cmp cmp) {
+        Evals &e = by_type_[type];
+        if (e.choose_best_k(e.qualified_count(), cmp)) hier_constrain_now = true;
+    }
+    void merge(Scoring &&o) {
+        for (auto &kv : o.by_type_) by_type_[kv.first].merge(std::move(kv.second));
+    }
+
+    bool hier_constrain_now = false;
+    int64_t overall_score = -1;
+    unsigned avail = 0;
+
+   private:
+    std::map<int, Evals> by_type_;
+};
+
+}  // namespace fluxion

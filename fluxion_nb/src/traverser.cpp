@@ -1,0 +1,1096 @@
+#include "traverser.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "errors.hpp"
+
+namespace fluxion {
+
+namespace {
+constexpr int kAnyType = -1;
+
+struct Greater {
+    bool operator()(const EdgeGroup &a, const EdgeGroup &b) const { return a.score > b.score; }
+};
+struct Less {
+    bool operator()(const EdgeGroup &a, const EdgeGroup &b) const { return a.score < b.score; }
+};
+
+// Granule-aware progress toward a number of per-slot shares of one type.
+struct ShareTally {
+    unsigned per_share = 0;
+    unsigned prev_total = 0;
+    unsigned accum = 0;
+    unsigned shares = 0;
+    bool satisfies(unsigned multiplier) const { return per_share == 0 || shares >= multiplier; }
+    void add(unsigned count) {
+        accum += count;
+        if (per_share > 0 && accum >= per_share) {
+            shares++;
+            accum = 0;
+        }
+    }
+};
+}  // namespace
+
+Traverser::Traverser(Graph &g, Policy p, const std::string &prune_spec) : g_(g), policy_(std::move(p)) {
+    std::string spec = prune_spec;
+    size_t pos = 0;
+    while (!spec.empty()) {
+        size_t c = spec.find(',', pos);
+        std::string pair = spec.substr(0, c);
+        spec = c == std::string::npos ? "" : spec.substr(c + 1);
+        pair.erase(std::remove_if(pair.begin(), pair.end(), ::isspace), pair.end());
+        if (pair.empty()) continue;
+        size_t colon = pair.find(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == pair.size())
+            throw InputError("prune filter '" + pair + "': expected HIGH:LOW, e.g. ALL:core");
+        std::string hl = pair.substr(0, colon), ll = pair.substr(colon + 1);
+        int anchor = hl == "ALL" ? kAnyType : g_.types.intern(hl);
+        set_pruning_type(anchor, g_.types.intern(ll));
+    }
+}
+
+void Traverser::set_pruning_type(int anchor, int t) {
+    if (anchor == kAnyType) {
+        for (auto &kv : prune_.by_anchor) kv.second.erase(t);
+        prune_.by_anchor[kAnyType].insert(t);
+    } else {
+        auto any = prune_.by_anchor.find(kAnyType);
+        if (any == prune_.by_anchor.end() || !any->second.count(t)) prune_.by_anchor[anchor].insert(t);
+    }
+    prune_.all.insert(t);
+}
+
+std::vector<int> Traverser::my_pruning_types(int anchor) const {
+    std::vector<int> out;
+    auto it = prune_.by_anchor.find(anchor);
+    if (it != prune_.by_anchor.end())
+        for (int t : it->second) out.push_back(t);
+    auto any = prune_.by_anchor.find(kAnyType);
+    if (anchor != kAnyType && any != prune_.by_anchor.end())
+        for (int t : any->second)
+            if (t != anchor) out.push_back(t);
+    return out;
+}
+
+std::vector<int64_t> Traverser::relevant_counts(const PlannerMulti &p,
+                                                const std::map<int, int64_t> &m) const {
+    std::vector<int64_t> out(p.size(), 0);
+    for (size_t i = 0; i < p.size(); ++i) {
+        auto it = m.find(p.type_at(i));
+        if (it != m.end()) out[i] = it->second;
+    }
+    return out;
+}
+
+void Traverser::prime_filter(int u, std::map<int, int64_t> &to_parent) {
+    Vertex &x = V(u);
+    mark(u);
+    accum_if(x.type, x.size, to_parent);
+    if (x.out_edges.empty()) {
+        if (!is_pruning_type(x.type)) {
+            set_pruning_type(g_.types.cluster, x.type);
+            accum_if(x.type, x.size, to_parent);
+        }
+        return;
+    }
+    std::map<int, int64_t> dfv;
+    for (int e : x.out_edges) {
+        int t = E(e).target;
+        if (visited(t)) continue;
+        prime_filter(t, dfv);
+    }
+    for (auto &kv : dfv) accum_if(kv.first, kv.second, to_parent);
+    std::vector<int> types = my_pruning_types(V(u).type);
+    if (types.empty()) return;
+    std::vector<int64_t> avail;
+    for (int t : types) {
+        auto it = dfv.find(t);
+        avail.push_back(it == dfv.end() ? 0 : it->second);
+    }
+    Vertex &y = V(u);
+    if (y.subplan && y.subplan->size() == types.size()) {
+        y.subplan->update_totals(avail);
+    } else {
+        y.subplan = std::make_unique<PlannerMulti>(g_.start(), g_.duration(), avail, types);
+    }
+}
+
+void Traverser::initialize() {
+    ++epoch_;
+    if (g_.root < 0) return;
+    std::map<int, int64_t> from;
+    prime_filter(g_.root, from);
+}
+
+void Traverser::prime_jobspec(std::vector<Resource> &resources, std::map<int, int64_t> &to_parent) {
+    for (auto &r : resources) {
+        if (r.exclusive == Tristate::True) x_types_.insert(r.type);
+        accum_if(r.type, r.count.min, to_parent);
+        r.user_data.clear();
+        prime_jobspec(r.with, r.user_data);
+        for (auto &kv : r.user_data)
+            accum_if(kv.first, static_cast<int64_t>(r.count.min) * kv.second, to_parent);
+    }
+}
+
+unsigned Traverser::calc_count(const Resource &r, unsigned qc) const {
+    if (r.count.min > r.count.max || r.count.min > qc) return 0;
+    unsigned count = 0;
+    unsigned cur = r.count.min;
+    switch (r.count.oper) {
+        case '+': {
+            count = qc < r.count.max ? qc : r.count.max;
+            unsigned range = count - cur;
+            count -= range % r.count.operand;
+            break;
+        }
+        case '*':
+            if (r.count.operand == 1) {
+                count = cur;
+            } else {
+                while (cur <= qc && cur <= r.count.max) {
+                    count = cur;
+                    cur *= r.count.operand;
+                }
+            }
+            break;
+        case '^':
+            if (r.count.operand < 2 || cur == 1) {
+                count = cur;
+            } else {
+                while (cur <= qc && cur <= r.count.max) {
+                    unsigned base = cur;
+                    count = cur;
+                    for (unsigned i = 1; i < r.count.operand; i++) cur *= base;
+                }
+            }
+            break;
+        default:
+            break;
+    }
+    return count;
+}
+
+template <class F>
+void Traverser::with_cmp(F &&f) {
+    if (policy_.high)
+        f(Greater{});
+    else
+        f(Less{});
+}
+
+// ---------------------------------------------------------------- select
+
+bool Traverser::exclusivity(const std::vector<Resource> &rs, int u) {
+    bool x = false;
+    for (const auto &r : rs)
+        if (r.type == type_of(u) && r.exclusive == Tristate::True) x = true;
+    return x;
+}
+
+bool Traverser::by_excl(const JobMeta &m, int u, bool exclusive_in, const Resource &r) {
+    if (exclusive_in && r.exclusive == Tristate::False) {
+        errno_ = MatchErr::Invalid;
+        err_msg_ += "by_excl: exclusivity conflicts at jobspec=" + r.label + " : vertex=" + V(u).name;
+        return false;
+    }
+    if (exclusive_in || r.exclusive == Tristate::True) {
+        // A partial pool is shared unit by unit: only an explicit exclusive
+        // request needs it untouched.
+        if (V(u).partial_pool && r.exclusive != Tristate::True) return true;
+        if (m.at == m.now && (m.alloc_type == AllocType::Alloc || m.alloc_type == AllocType::NoAlloc) &&
+            !V(u).allocations.empty()) {
+            errno_ = MatchErr::Busy;
+            return false;
+        }
+        int64_t njobs = V(u).x_checker.avail_during(m.at, m.duration);
+        if (njobs == -1) {
+            errno_ = MatchErr::Range;
+            return false;
+        }
+        if (njobs < kXCheckerJobs) {
+            errno_ = MatchErr::Busy;
+            return false;
+        }
+    }
+    return true;
+}
+
+bool Traverser::by_subplan(const JobMeta &m, int u, const Resource &r) {
+    Vertex &x = V(u);
+    if (!x.subplan) return true;
+    if (r.user_data.empty()) return true;
+    std::vector<int64_t> aggs = relevant_counts(*x.subplan, r.user_data);
+    for (size_t i = 0; i < aggs.size(); ++i) {
+        const Planner &p = x.subplan->at(i);
+        if (aggs[i] > p.total()) {
+            errno_ = MatchErr::Range;
+            return false;
+        }
+        if (!p.fits_during(m.at, m.duration, aggs[i])) {
+            errno_ = MatchErr::Busy;
+            return false;
+        }
+    }
+    return true;
+}
+
+bool Traverser::prune(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs) {
+    Vertex &x = V(u);
+    if (m.alloc_type != AllocType::Satisfiability && x.status != Status::Up) {
+        errno_ = MatchErr::Busy;
+        return false;
+    }
+    if (m.constraint && (x.type == g_.types.node || x.type == g_.types.storage_node) &&
+        !m.constraint->match(x)) {
+        errno_ = MatchErr::Busy;
+        return false;
+    }
+    int64_t avail = x.plans.avail_during(m.at, m.duration);
+    if (avail == 0) {
+        errno_ = MatchErr::Busy;
+        return false;
+    }
+    if (avail == -1) {
+        errno_ = MatchErr::Invalid;
+        err_msg_ += "by_avail: planner_avail_resources_during returned -1.\nInvalid argument.\n";
+        return false;
+    }
+    for (const auto &r : rs) {
+        if (x.type != r.type && r.type != g_.types.slot) continue;
+        if (r.type != g_.types.slot && !by_excl(m, u, excl, r)) {
+            if (errno_ == MatchErr::Range) errno_ = MatchErr::Busy;
+            return false;
+        }
+        if (!by_subplan(m, u, r)) {
+            if (errno_ == MatchErr::Range) errno_ = MatchErr::Busy;
+            return false;
+        }
+    }
+    return true;
+}
+
+const std::vector<Resource> &Traverser::test(int u, const std::vector<Resource> &rs, bool &pristine,
+                                             unsigned &nslots, MatchKind &kind) {
+    const Resource *slot = nullptr;
+    const Resource *match = nullptr;
+    bool matched = false;
+    int t = type_of(u);
+    for (const auto &r : rs) {
+        if (t == r.type) {
+            if (matched) {
+                err_msg_ += "test: siblings in jobspec request same resource type : " +
+                            g_.types.name(t) + ".\n";
+                kind = MatchKind::None;
+                return rs;
+            }
+            match = &r;
+            for (const auto &c : r.with)
+                if (c.type == g_.types.slot) {
+                    slot = &c;
+                    nslots = effective_max(c);
+                }
+            matched = true;
+        } else if (r.type == g_.types.slot) {
+            if (matched) {
+                err_msg_ += "test: siblings in jobspec request same resource type : " +
+                            g_.types.name(t) + ".\n";
+                kind = MatchKind::None;
+                return rs;
+            }
+            slot = &r;
+            nslots = effective_max(r);
+            matched = true;
+        }
+    }
+    bool slot_ok = slot != nullptr;
+    if (slot) {
+        for (const auto &c : slot->with) {
+            bool found = false;
+            for (int e : V(u).out_edges)
+                if (type_of(E(e).target) == c.type) {
+                    found = true;
+                    break;
+                }
+            if (!found) {
+                slot_ok = false;
+                break;
+            }
+        }
+    }
+    if (slot_ok) {
+        kind = MatchKind::Slot;
+        pristine = false;
+        return slot->with;
+    }
+    if (match) {
+        kind = MatchKind::Resource;
+        pristine = false;
+        return match->with;
+    }
+    kind = pristine ? MatchKind::PristineNone : MatchKind::None;
+    return rs;
+}
+
+bool Traverser::discover_vtx(int u) {
+    if (policy_.node_centric && type_of(u) == g_.types.node) {
+        const Vertex &x = V(u);
+        if (x.id < -1) return false;
+        int64_t base = x.id + 1;
+        int64_t add = base + 1;
+        int64_t mul = add * 10000;
+        int64_t tie = std::llabs(x.uniq_id % 10000 - 1);
+        node_factor_ = mul + tie;
+        multilevel_scores_ += node_factor_;
+    }
+    return true;
+}
+
+bool Traverser::finish_vtx(int u, const std::vector<Resource> &rs, Scoring &dfu) {
+    int64_t score = kMatchMet;
+    int t = type_of(u);
+    for (const auto &r : rs) {
+        if (r.type != t) continue;
+        for (const auto &c : r.with) {
+            unsigned qc = dfu.qualified_count(c.type);
+            unsigned count = calc_count(c, qc);
+            if (count == 0) {
+                score = kMatchUnmet;
+                break;
+            }
+            with_cmp([&](auto cmp) { dfu.choose_accum_best_k(c.type, count, cmp); });
+        }
+    }
+    if (policy_.node_centric && t == g_.types.node) multilevel_scores_ -= node_factor_;
+    dfu.overall_score = score == kMatchMet ? score + multilevel_scores_ + V(u).id + 1 : score;
+    if (score != kMatchMet) {
+        errno_ = MatchErr::Busy;
+        return false;
+    }
+    return true;
+}
+
+void Traverser::finish_slot(Scoring &dfu) {
+    for (auto &kv : dfu.all()) {
+        int type = kv.first;
+        with_cmp([&](auto cmp) { dfu.choose_accum_all(type, cmp); });
+    }
+}
+
+bool Traverser::finish_graph(const std::vector<Resource> &rs, Scoring &dfu) {
+    int64_t score = kMatchMet;
+    for (const auto &r : rs) {
+        unsigned qc = dfu.qualified_count(r.type);
+        unsigned count = calc_count(r, qc);
+        if (count == 0) {
+            score = kMatchUnmet;
+            break;
+        }
+        with_cmp([&](auto cmp) { dfu.choose_accum_best_k(r.type, count, cmp); });
+    }
+    dfu.overall_score = score;
+    multilevel_scores_ = 0;
+    return score == kMatchMet;
+}
+
+int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine,
+                       bool *excl, Scoring &dfu, unsigned multiplier) {
+    int rc2 = -1;
+    if (!policy_.stop_on_1) {
+        for (int e : V(u).out_edges) {
+            int tgt = E(e).target;
+            if (visited(tgt)) continue;
+            bool x_inout = *excl;
+            if (dom_dfv(m, tgt, rs, pristine, &x_inout, dfu) == 0) {
+                unsigned count = dfu.avail;
+                EdgeGroup g;
+                g.score = dfu.overall_score;
+                g.count = count;
+                g.exclusive = x_inout;
+                g.edges.push_back(EvalEdge{count, count, static_cast<unsigned>(x_inout), e});
+                dfu.add(type_of(tgt), std::move(g));
+                rc2 = 0;
+            }
+        }
+        return rc2;
+    }
+    std::set<int> sat_types;
+    std::map<int, ShareTally> tallies;
+    for (const auto &r : rs) tallies[r.type].per_share = effective_max(r);
+    // Iterate over a copy: a weight update cannot happen during select, but
+    // the order must be the one in force when the walk starts.
+    const std::vector<int> order = V(u).by_outedges;
+    for (int e : order) {
+        int tgt = E(e).target;
+        if (visited(tgt)) continue;
+        if (sat_types.count(type_of(tgt))) continue;
+        bool x_inout = *excl;
+        if (dom_dfv(m, tgt, rs, pristine, &x_inout, dfu) == 0) {
+            unsigned count = dfu.avail;
+            EdgeGroup g;
+            g.score = dfu.overall_score;
+            g.count = count;
+            g.exclusive = x_inout;
+            g.edges.push_back(EvalEdge{count, count, static_cast<unsigned>(x_inout), e});
+            dfu.add(type_of(tgt), std::move(g));
+            for (auto &kv : tallies) {
+                unsigned total = dfu.total_count(kv.first);
+                if (total <= kv.second.prev_total) continue;
+                unsigned delta = total - kv.second.prev_total;
+                kv.second.prev_total = total;
+                if (kv.second.per_share > 0 && partial_share_type(kv.first)) {
+                    // Partial pools split across shares: count whole shares of units.
+                    kv.second.accum += delta;
+                    kv.second.shares = kv.second.accum / kv.second.per_share;
+                } else {
+                    kv.second.add(delta);
+                }
+            }
+            for (const auto &r : rs)
+                if (tallies.at(r.type).satisfies(multiplier)) sat_types.insert(r.type);
+            rc2 = 0;
+            bool enough = std::all_of(rs.begin(), rs.end(), [&](const Resource &r) {
+                return tallies.at(r.type).satisfies(multiplier);
+            });
+            if (enough) break;
+        }
+    }
+    return rc2;
+}
+
+bool Traverser::partial_share_type(int type) const {
+    const auto &pp = g_.options().partial_pool_types;
+    return pp.count("*") > 0 || pp.count(g_.types.name(type)) > 0;
+}
+
+unsigned Traverser::cnt_slot(const std::vector<Resource> &shape, Scoring &dfu_slot) {
+    unsigned qual_num_slots = UINT_MAX;
+    for (const auto &elem : shape) {
+        unsigned qc = dfu_slot.qualified_count(elem.type);
+        unsigned count = calc_count(elem, qc);
+        Evals &ev = dfu_slot.of(elem.type);
+        unsigned fit = 0;
+        if (count != 0) {
+            if (partial_share_type(elem.type)) {
+                uint64_t units = 0;
+                for (const auto &g : ev.groups()) units += g.edges[0].count;
+                fit = static_cast<unsigned>(units / count);
+            } else {
+                ShareTally tally;
+                tally.per_share = count;
+                while (EdgeGroup *g = ev.iter_next()) tally.add(g->edges[0].count);
+                fit = tally.shares;
+            }
+        }
+        qual_num_slots = std::min(qual_num_slots, fit);
+        ev.iter_reset();
+    }
+    return qual_num_slots;
+}
+
+int Traverser::dom_slot(const JobMeta &m, int u, const std::vector<Resource> &shape, unsigned nslots,
+                        bool pristine, Scoring &dfu) {
+    bool x_inout = true;
+    Scoring dfu_slot;
+    unsigned qual = 0;
+    std::vector<EdgeGroup> slots;
+    if (explore(m, u, shape, pristine, &x_inout, dfu_slot, nslots) != 0) return -1;
+    finish_slot(dfu_slot);
+    qual = cnt_slot(shape, dfu_slot);
+    // Per partial-pool type: the candidate being cut and what is left of it.
+    std::map<int, std::pair<EdgeGroup *, unsigned>> cursor;
+    for (unsigned i = 0; i < qual; ++i) {
+        EdgeGroup slot;
+        int64_t score = kMatchMet;
+        for (const auto &elem : shape) {
+            unsigned j = 0;
+            unsigned qc = dfu_slot.qualified_count(elem.type);
+            unsigned count = calc_count(elem, qc);
+            Evals &ev = dfu_slot.of(elem.type);
+            bool partial = partial_share_type(elem.type);
+            while (j < count) {
+                if (partial) {
+                    auto &cur = cursor[elem.type];
+                    if (cur.second == 0) {
+                        cur.first = ev.iter_next();
+                        if (!cur.first) {
+                            err_msg_ += "dom_slot: not enough slots.\n";
+                            return -1;
+                        }
+                        cur.second = cur.first->edges[0].count;
+                        if (cur.second == 0) continue;
+                    }
+                    unsigned take = std::min(count - j, cur.second);
+                    slot.edges.push_back(EvalEdge{take, take, 1, cur.first->edges[0].edge});
+                    score += cur.first->score;
+                    cur.second -= take;
+                    j += take;
+                    continue;
+                }
+                EdgeGroup *g = ev.iter_next();
+                if (!g) {
+                    err_msg_ += "dom_slot: not enough slots.\n";
+                    return -1;
+                }
+                unsigned c = g->edges[0].count;
+                slot.edges.push_back(EvalEdge{c, c, 1, g->edges[0].edge});
+                score += g->score;
+                j += c;
+            }
+        }
+        slot.score = score;
+        slot.count = 1;
+        slot.exclusive = 1;
+        slots.push_back(std::move(slot));
+    }
+    for (auto &s : slots) dfu.add(g_.types.slot, std::move(s));
+    return qual ? 0 : -1;
+}
+
+int Traverser::dom_dfv(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine,
+                       bool *excl, Scoring &to_parent) {
+    bool x_in = *excl || exclusivity(rs, u);
+    bool x_inout = x_in;
+    bool check_pres = pristine;
+    unsigned nslots = 0;
+    MatchKind kind = MatchKind::None;
+    Scoring dfu;
+    const std::vector<Resource> &next = test(u, rs, check_pres, nslots, kind);
+    preorder_++;
+    if (kind == MatchKind::None) {
+        errno_ = MatchErr::Busy;
+        return -1;
+    }
+    if (!prune(m, x_in, u, rs) || !discover_vtx(u)) return -1;
+    mark(u);
+    if (kind == MatchKind::Slot)
+        dom_slot(m, u, next, nslots, check_pres, dfu);
+    else
+        explore(m, u, next, check_pres, &x_inout, dfu);
+    *excl = x_in;
+    int64_t avail = V(u).plans.avail_during(m.at, m.duration);
+    if (avail == 0) {
+        errno_ = MatchErr::Busy;
+        return -1;
+    }
+    if (avail < 0) {
+        errno_ = MatchErr::Invalid;
+        return -1;
+    }
+    if (!finish_vtx(u, rs, dfu)) return -1;
+    int64_t overall = dfu.overall_score;
+    if (resolve(dfu, to_parent) != 0) return -1;
+    to_parent.avail = static_cast<unsigned>(avail);
+    to_parent.overall_score = overall;
+    for (const auto &r : rs)
+        if (r.type == type_of(u) && !r.label.empty()) {
+            V(u).label_seq = seq_;
+            V(u).label = r.label;
+        }
+    postorder_++;
+    return 0;
+}
+
+int Traverser::resolve(Scoring &dfu, Scoring &to_parent) {
+    if (dfu.overall_score > kMatchUnmet) {
+        if (dfu.hier_constrain_now)
+            enforce(dfu, false);
+        else
+            to_parent.merge(std::move(dfu));
+    }
+    return 0;
+}
+
+void Traverser::enforce(Scoring &dfu, bool unconstrained) {
+    for (auto &kv : dfu.all()) {
+        Evals &ev = kv.second;
+        if (!ev.best_k()) continue;
+        for (unsigned i = 0; i < ev.best_i(); ++i) {
+            const EdgeGroup &grp = ev.groups()[i];
+            if (grp.root) continue;
+            for (const auto &ee : grp.edges) {
+                Edge &ed = E(ee.edge);
+                if (ed.seq == seq_ && V(ed.target).partial_pool && ee.exclusive)
+                    ed.needs += ee.needs;  // several slots cut from one pool
+                else
+                    ed.needs = ee.needs;
+                ed.exclusive = static_cast<int>(ee.exclusive);
+                ed.seq = seq_;
+                if (!unconstrained) continue;
+                int parent_v = ed.source;
+                while (V(parent_v).parent_edge >= 0) {
+                    int pe = V(parent_v).parent_edge;
+                    if (E(pe).seq == seq_) break;
+                    int tgt = E(pe).target;
+                    parent_v = E(pe).source;
+                    bool constrained = true;
+                    if (dfu.has(type_of(tgt)) && !dfu.of(type_of(tgt)).best_k()) constrained = false;
+                    if (constrained) continue;
+                    E(pe).needs = static_cast<uint64_t>(V(tgt).size);
+                    E(pe).exclusive = 0;
+                    E(pe).seq = seq_;
+                }
+            }
+        }
+    }
+}
+
+bool Traverser::resolve_graph(int root, std::vector<Resource> &rs, Scoring &dfu, unsigned &needs) {
+    if (!finish_graph(rs, dfu)) return false;
+    needs = 1;
+    for (const auto &r : rs) {
+        if (r.type == type_of(root)) {
+            unsigned count = calc_count(r, dfu.avail);
+            if (count == 0) return false;
+            needs = count;
+        }
+    }
+    for (auto &kv : dfu.all())
+        if (kv.second.qualified_count() == 0) return false;
+    enforce(dfu, true);
+    return true;
+}
+
+bool Traverser::select(std::vector<Resource> &rs, int root, JobMeta &m, bool excl) {
+    Scoring dfu;
+    bool x_in = excl;
+    tick();
+    preorder_ = 0;
+    postorder_ = 0;
+    multilevel_scores_ = 0;
+    int rc = dom_dfv(m, root, rs, true, &x_in, dfu);
+    if (rc != 0) return false;
+    unsigned needs = 0;
+    EdgeGroup g;
+    g.score = dfu.overall_score;
+    g.count = dfu.avail;
+    g.exclusive = excl;
+    g.root = true;
+    g.edges.push_back(EvalEdge{dfu.avail, dfu.avail, static_cast<unsigned>(excl), -1});
+    dfu.add(type_of(root), std::move(g));
+    bool ok = resolve_graph(root, rs, dfu, needs);
+    if (!ok) errno_ = MatchErr::Unsatisfiable;
+    root_needs_ = needs;
+    root_excl_ = x_in;
+    root_seq_ = seq_;
+    return ok;
+}
+
+bool Traverser::request_feasible(const JobMeta &m, const std::string &op, std::map<int, int64_t> &dfv) {
+    int64_t target_nodes = dfv[g_.types.node];
+    bool checking_sat = op == "allocate_with_satisfiability" || op == "satisfiability";
+    bool alloc_like = op == "allocate_orelse_reserve" || op == "allocate" ||
+                      op == "without_allocating" || op == "without_allocating_future";
+    if (!m.constraint && target_nodes <= g_.nodes_up) return true;
+    if (target_nodes > g_.nodes_up) {
+        if (alloc_like) {
+            errno_ = MatchErr::Busy;
+            return false;
+        }
+        if (checking_sat) {
+            errno_ = MatchErr::Unsatisfiable;
+            return false;
+        }
+    }
+    if (static_cast<size_t>(g_.types.node) >= g_.by_type.size()) return true;
+    int64_t target_time = (op == "allocate" || op == "without_allocating") ? m.at : g_.end() - 1;
+    int64_t feasible = 0;
+    for (int v : g_.by_type[static_cast<size_t>(g_.types.node)]) {
+        const Vertex &x = V(v);
+        if ((!m.constraint || m.constraint->match(x)) && (checking_sat || x.status == Status::Up) &&
+            x.plans.avail_during(target_time, m.duration) == 1) {
+            if (++feasible >= target_nodes) break;
+        }
+    }
+    if (feasible < target_nodes) {
+        if (alloc_like) {
+            errno_ = MatchErr::Busy;
+            return false;
+        }
+        if (checking_sat) {
+            errno_ = MatchErr::Unsatisfiable;
+            return false;
+        }
+    }
+    return true;
+}
+
+bool Traverser::schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op, int root,
+                         std::map<int, int64_t> &dfv) {
+    if (!request_feasible(m, op, dfv)) return false;
+    if (select(js.resources, root, m, x)) return true;
+    PlannerMulti *p = V(root).subplan.get();
+    auto sat_check = [&]() {
+        m.alloc_type = AllocType::Satisfiability;
+        m.at = g_.end() - m.duration - 1;
+        if (!select(js.resources, root, m, x)) {
+            if (errno_ == MatchErr::Busy || errno_ == MatchErr::Range) errno_ = MatchErr::Unsatisfiable;
+            ++epoch_;
+        }
+    };
+    if (op == "allocate_with_satisfiability") {
+        errno_ = MatchErr::Busy;
+        sat_check();
+        return false;
+    }
+    if (op == "allocate_orelse_reserve" || op == "without_allocating_future") {
+        if (op == "allocate_orelse_reserve") m.alloc_type = AllocType::AllocOrReserve;
+        if (!p) {
+            errno_ = MatchErr::Invalid;
+            return false;
+        }
+        std::vector<int64_t> agg = relevant_counts(*p, dfv);
+        bool ok = false;
+        bool range = false;
+        for (size_t i = 0; i < agg.size(); ++i)
+            if (agg[i] > p->at(i).total()) range = true;
+        int64_t t = range ? -1 : p->avail_time_first(m.at + 1, m.duration, agg);
+        while (t != -1) {
+            m.at = t;
+            if (select(js.resources, root, m, x)) {
+                ok = true;
+                break;
+            }
+            t = p->avail_time_next();
+        }
+        if (ok) return true;
+        // No schedulable point left: busy, or never satisfiable?
+        errno_ = MatchErr::Busy;
+        sat_check();
+        return false;
+    }
+    errno_ = MatchErr::Busy;
+    return false;
+}
+
+bool Traverser::run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &at, Emission &out,
+                    MatchErr &err) {
+    err_msg_.clear();
+    errno_ = MatchErr::None;
+    err = MatchErr::None;
+    if (g_.root < 0 || js.resources.empty()) {
+        err = MatchErr::Invalid;
+        return false;
+    }
+    int root = g_.root;
+    bool x = exclusivity(js.resources, root);
+    std::set<int> saved_x = x_types_;
+    if (policy_.node_exclusive) x_types_.insert(g_.types.node);
+    std::map<int, int64_t> dfv;
+    prime_jobspec(js.resources, dfv);
+    JobMeta m;
+    m.jobid = jobid;
+    m.at = at;
+    m.now = at;
+    m.alloc_type = AllocType::Alloc;
+    m.constraint = js.constraint.get();
+    m.queue = js.queue;
+    int64_t gdur = g_.duration();
+    if (!(js.duration >= 0) || js.duration > static_cast<double>(gdur)) {
+        x_types_ = saved_x;
+        err = MatchErr::Invalid;
+        err_msg_ += "jobspec duration is negative or longer than the resource graph's time span.\n";
+        return false;
+    }
+    m.duration = js.duration == 0.0 ? gdur : static_cast<int64_t>(std::ceil(js.duration));
+    if (op == "without_allocating" || op == "without_allocating_future") m.alloc_type = AllocType::NoAlloc;
+    bool ok;
+    if (op == "satisfiability") {
+        m.alloc_type = AllocType::Satisfiability;
+        m.at = g_.end() - m.duration - 1;
+        ok = select(js.resources, root, m, x);
+        if (!ok && (errno_ == MatchErr::Busy || errno_ == MatchErr::Range))
+            errno_ = MatchErr::Unsatisfiable;
+        ++epoch_;
+    } else {
+        ok = schedule(js, m, x, op, root, dfv);
+        if (ok) {
+            at = m.at;
+            if (at == g_.end()) {
+                x_types_ = saved_x;
+                err = MatchErr::Busy;
+                return false;
+            }
+            if (at + m.duration > g_.end()) m.duration = g_.end() - at;
+            ok = update(root, out, m);
+            if (!ok) errno_ = MatchErr::Invalid;
+        }
+    }
+    x_types_ = saved_x;
+    err = ok ? MatchErr::None : errno_;
+    if (!ok && err == MatchErr::None) err = MatchErr::Busy;
+    return ok;
+}
+
+// ---------------------------------------------------------------- update
+
+void Traverser::upd_by_outedges(const JobMeta &m, int u, int e) {
+    Vertex &t = V(E(e).target);
+    if (!t.subplan || t.subplan->size() == 0) return;
+    int64_t avail = t.subplan->at(t.subplan->size() - 1).avail_at(m.now);
+    if (avail == 0 && t.subplan->span_count() == 0) return;
+    E(e).weight = avail == -1 ? 0 : static_cast<uint64_t>(avail);
+    g_.resort_outedge(u, e);
+}
+
+int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const JobMeta &m, bool full,
+                       std::map<int, int64_t> &to_parent, bool emit_shadow) {
+    int n = 0;
+    std::map<int, int64_t> dfu;
+    bool mod = emit_shadow || x_types_.count(type_of(u)) > 0;
+    excl = excl || mod;
+    level_++;
+    mark(u);
+    for (int e : V(u).out_edges) {
+        int tgt = E(e).target;
+        if (visited(tgt)) continue;
+        if (E(e).seq != seq_ && !mod) continue;
+        bool x = E(e).exclusive != 0 || mod;
+        uint64_t nd = mod ? static_cast<uint64_t>(V(tgt).size) : E(e).needs;
+        int sub = upd_dfv(tgt, out, nd, x, m, full, dfu, mod);
+        if (sub > 0) {
+            if (policy_.stop_on_1) upd_by_outedges(m, u, e);
+            out.edges.push_back(e);
+            n += sub;
+        }
+    }
+    Vertex &x = V(u);
+    if (m.alloc_type == AllocType::NoAlloc) {
+        if (excl) n++;
+    } else {
+        if (excl) {
+            n++;
+            if (full && m.alloc_type != AllocType::Satisfiability) {
+                int64_t span = x.plans.add_span(m.at, m.duration, static_cast<int64_t>(needs));
+                if (span < 0) {
+                    err_msg_ += "upd_plan: planner_add_span failed on " + x.name + ".\n";
+                } else if (m.alloc_type == AllocType::Alloc) {
+                    x.allocations[m.jobid] = span;
+                } else {
+                    x.reservations[m.jobid] = span;
+                }
+            }
+        }
+        if (n > 0) {
+            x.tags.insert(m.jobid);
+            int64_t xs = x.x_checker.add_span(m.at, m.duration, 1);
+            if (xs >= 0) x.x_spans[m.jobid] = xs;
+            if (x.subplan && !dfu.empty()) {
+                int64_t sp = x.subplan->add_span(m.at, m.duration, relevant_counts(*x.subplan, dfu));
+                if (sp >= 0) x.job2span[m.jobid] = sp;
+            }
+            accum_if(x.type, excl ? x.size : x.size - static_cast<int64_t>(needs), to_parent);
+            for (auto &kv : dfu) accum_if(kv.first, kv.second, to_parent);
+        }
+    }
+    if (n > 0) out.vertices.push_back(EmittedVertex{u, static_cast<int64_t>(needs), excl, level_});
+    level_--;
+    return n;
+}
+
+bool Traverser::update(int root, Emission &out, JobMeta &m) {
+    if (root_seq_ != seq_) {
+        err_msg_ += "update: resource state wasn't properly set up for update.\n";
+        return false;
+    }
+    ++epoch_;
+    std::map<int, int64_t> dfu;
+    bool emit_shadow = x_types_.count(type_of(root)) > 0;
+    level_ = 0;
+    int n = upd_dfv(root, out, root_needs_, root_excl_ != 0, m, true, dfu, emit_shadow);
+    if (n > 0) {
+        out.starttime = m.at;
+        out.expiration = m.at + m.duration;
+        out.queue = m.queue;
+    }
+    return n > 0;
+}
+
+// ---------------------------------------------------------------- cancel
+
+void Traverser::mod_dfv(int u, int64_t jobid) {
+    Vertex &x = V(u);
+    mark(u);
+    auto tag = x.tags.find(jobid);
+    if (tag == x.tags.end()) return;
+    x.tags.erase(tag);
+    if (auto it = x.x_spans.find(jobid); it != x.x_spans.end()) {
+        x.x_checker.rem_span(it->second);
+        x.x_spans.erase(it);
+    }
+    if (x.subplan) {
+        if (auto it = x.job2span.find(jobid); it != x.job2span.end()) {
+            x.subplan->rem_span(it->second);
+            x.job2span.erase(it);
+        }
+    }
+    if (auto it = x.allocations.find(jobid); it != x.allocations.end()) {
+        x.plans.rem_span(it->second);
+        x.allocations.erase(it);
+    } else if (auto r = x.reservations.find(jobid); r != x.reservations.end()) {
+        x.plans.rem_span(r->second);
+        x.reservations.erase(r);
+    }
+    for (int e : V(u).out_edges) {
+        int t = E(e).target;
+        if (!visited(t)) mod_dfv(t, jobid);
+    }
+}
+
+void Traverser::mod_exv(int64_t jobid) {
+    for (auto &x : g_.vertices) {
+        if (x.removed) continue;
+        if (auto it = x.allocations.find(jobid); it != x.allocations.end()) {
+            x.plans.rem_span(it->second);
+            x.allocations.erase(it);
+        } else if (auto r = x.reservations.find(jobid); r != x.reservations.end()) {
+            x.plans.rem_span(r->second);
+            x.reservations.erase(r);
+        }
+        x.tags.erase(jobid);
+        if (auto it = x.x_spans.find(jobid); it != x.x_spans.end()) {
+            x.x_checker.rem_span(it->second);
+            x.x_spans.erase(it);
+        }
+        if (x.subplan)
+            if (auto it = x.job2span.find(jobid); it != x.job2span.end()) {
+                x.subplan->rem_span(it->second);
+                x.job2span.erase(it);
+            }
+    }
+}
+
+bool Traverser::cancel(int64_t jobid) {
+    ++epoch_;
+    if (g_.root >= 0 && V(g_.root).tags.count(jobid))
+        mod_dfv(g_.root, jobid);
+    else
+        mod_exv(jobid);
+    return true;
+}
+
+bool Traverser::partial_cancel(int64_t jobid, const std::vector<int> &release, bool &full) {
+    // Release the listed vertices' own holdings, then subtract what they
+    // held from the aggregates of every ancestor.
+    std::map<int, std::map<int, int64_t>> minus;  // ancestor -> type -> amount
+    for (int v : release) {
+        Vertex &x = V(v);
+        if (!x.tags.count(jobid)) continue;
+        int64_t amount = 0;
+        if (auto it = x.allocations.find(jobid); it != x.allocations.end()) {
+            amount = x.plans.span_planned(it->second);
+            x.plans.rem_span(it->second);
+            x.allocations.erase(it);
+        }
+        x.tags.erase(jobid);
+        if (auto it = x.x_spans.find(jobid); it != x.x_spans.end()) {
+            x.x_checker.rem_span(it->second);
+            x.x_spans.erase(it);
+        }
+        if (x.subplan)
+            if (auto it = x.job2span.find(jobid); it != x.job2span.end()) {
+                x.subplan->rem_span(it->second);
+                x.job2span.erase(it);
+            }
+        if (amount > 0 && is_pruning_type(x.type))
+            for (int p = g_.parent(v); p >= 0; p = g_.parent(p)) minus[p][x.type] += amount;
+    }
+    for (auto &kv : minus) {
+        Vertex &a = V(kv.first);
+        if (!a.subplan) continue;
+        auto it = a.job2span.find(jobid);
+        if (it == a.job2span.end()) continue;
+        std::vector<int64_t> amounts = relevant_counts(*a.subplan, kv.second);
+        bool removed = false;
+        a.subplan->reduce_span(it->second, amounts, removed);
+        if (removed) a.job2span.erase(it);
+    }
+    // An ancestor whose whole subtree no longer holds anything of the job
+    // drops its tag and exclusivity mark.
+    std::vector<int> order;
+    if (g_.root >= 0) g_.subtree(g_.root, order);
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        Vertex &x = V(*it);
+        if (!x.tags.count(jobid)) continue;
+        if (x.allocations.count(jobid) || x.reservations.count(jobid)) continue;
+        bool child_holds = false;
+        for (int e : x.out_edges)
+            if (V(E(e).target).tags.count(jobid)) {
+                child_holds = true;
+                break;
+            }
+        if (child_holds) continue;
+        x.tags.erase(jobid);
+        if (auto s = x.x_spans.find(jobid); s != x.x_spans.end()) {
+            x.x_checker.rem_span(s->second);
+            x.x_spans.erase(s);
+        }
+        if (x.subplan)
+            if (auto s = x.job2span.find(jobid); s != x.job2span.end()) {
+                x.subplan->rem_span(s->second);
+                x.job2span.erase(s);
+            }
+    }
+    full = g_.root < 0 || !V(g_.root).tags.count(jobid);
+    return true;
+}
+
+bool Traverser::replay(int64_t jobid, int64_t at, int64_t duration, bool reserve,
+                       const std::map<int, std::pair<int64_t, bool>> &amounts, Emission &out,
+                       std::string &why) {
+    // Mark the edges leading to every replayed vertex, then run the normal
+    // update walk so aggregates, tags and order are maintained the same way.
+    tick();
+    for (const auto &kv : amounts) {
+        int v = kv.first;
+        const Vertex &x = V(v);
+        if (x.removed) {
+            why = "vertex " + x.path + " is not in the graph";
+            return false;
+        }
+        if (kv.second.second) {
+            if (!x.plans.fits_during(at, duration, kv.second.first)) {
+                why = "vertex " + x.path + " does not have " + std::to_string(kv.second.first) +
+                      " free units for the replayed allocation";
+                return false;
+            }
+        }
+        int pe = x.parent_edge;
+        if (pe >= 0) {
+            E(pe).needs = static_cast<uint64_t>(kv.second.first);
+            E(pe).exclusive = kv.second.second ? 1 : 0;
+            E(pe).seq = seq_;
+        }
+        for (int p = g_.parent(v); p >= 0; p = g_.parent(p)) {
+            int ppe = V(p).parent_edge;
+            if (ppe < 0 || E(ppe).seq == seq_) break;
+            E(ppe).needs = static_cast<uint64_t>(V(p).size);
+            E(ppe).exclusive = 0;
+            E(ppe).seq = seq_;
+        }
+    }
+    root_needs_ = 1;
+    root_excl_ = 0;
+    if (auto it = amounts.find(g_.root); it != amounts.end()) {
+        root_needs_ = static_cast<uint64_t>(it->second.first);
+        root_excl_ = it->second.second;
+    }
+    root_seq_ = seq_;
+    JobMeta m;
+    m.jobid = jobid;
+    m.at = at;
+    m.now = 0;
+    m.duration = duration;
+    m.alloc_type = reserve ? AllocType::AllocOrReserve : AllocType::Alloc;
+    if (!update(g_.root, out, m)) {
+        why = "nothing of the replayed allocation is in this graph";
+        return false;
+    }
+    return true;
+}
+
+}  // namespace fluxion

@@ -1,0 +1,172 @@
+// Depth-first-and-up matching over the containment tree, with the same
+// choices flux-sched's DFU traverser makes: test and prune each vertex,
+// gather candidates bottom-up, let the policy choose, then walk the chosen
+// edges once more to record the allocation and emit it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph.hpp"
+#include "jobspec.hpp"
+#include "policy.hpp"
+#include "scoring.hpp"
+
+namespace fluxion {
+
+enum class AllocType { Alloc, AllocOrReserve, Satisfiability, NoAlloc };
+
+// Why a match failed, with flux-sched's errno meaning.
+enum class MatchErr { None = 0, Busy, Unsatisfiable, Range, NoEntry, Invalid };
+
+struct JobMeta {
+    int64_t jobid = 0;
+    int64_t at = 0;
+    int64_t now = 0;
+    int64_t duration = 0;
+    AllocType alloc_type = AllocType::Alloc;
+    const Constraint *constraint = nullptr;
+    std::string queue;
+};
+
+struct EmittedVertex {
+    int vertex;
+    int64_t needs;
+    bool exclusive;
+    int level;
+};
+
+// What one successful match walk emitted, in emission (post-) order.
+struct Emission {
+    std::vector<EmittedVertex> vertices;
+    std::vector<int> edges;
+    int64_t starttime = 0;
+    int64_t expiration = 0;
+    std::string queue;
+};
+
+struct PruneSpec {
+    // anchor type (-1 = any) -> pruned types, kept sorted by type order
+    std::map<int, std::set<int>> by_anchor;
+    std::set<int> all;
+};
+
+class Traverser {
+   public:
+    Traverser(Graph &g, Policy p, const std::string &prune_spec);
+
+    const Policy &policy() const { return policy_; }
+    void set_policy(Policy p) { policy_ = std::move(p); }
+
+    // Build the subtree aggregate filters (after load or any graph change).
+    void initialize();
+
+    // Match a jobspec; on success records it (unless NoAlloc / satisfiability)
+    // and fills `out`. `at` is the start time (0 = now) on return.
+    bool run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &at, Emission &out,
+             MatchErr &err);
+
+    // Remove every trace of `jobid` (allocation or reservation).
+    bool cancel(int64_t jobid);
+    // Release the part of `jobid` held by vertices in `release` (their whole
+    // amounts), fixing aggregates on ancestors. Returns true when nothing of
+    // the job is left.
+    bool partial_cancel(int64_t jobid, const std::vector<int> &release, bool &full);
+    // Replay an allocation: vertex -> (amount, exclusive) for the given job.
+    bool replay(int64_t jobid, int64_t at, int64_t duration, bool reserve,
+                const std::map<int, std::pair<int64_t, bool>> &amounts, Emission &out,
+                std::string &why);
+
+    unsigned preorder_count() const { return preorder_; }
+    unsigned postorder_count() const { return postorder_; }
+    const std::string &err_message() const { return err_msg_; }
+    void clear_err_message() { err_msg_.clear(); }
+
+   private:
+    enum class MatchKind { None, PristineNone, Slot, Resource };
+
+    Graph &g_;
+    Policy policy_;
+    PruneSpec prune_;
+    std::set<int> x_types_;  // types allocated whole for this match
+    uint64_t seq_ = 0;
+    uint64_t epoch_ = 1;
+    int64_t multilevel_scores_ = 0;
+    int64_t node_factor_ = 0;
+    unsigned preorder_ = 0, postorder_ = 0;
+    int level_ = 0;
+    MatchErr errno_ = MatchErr::None;
+    std::string err_msg_;
+    // Root pseudo-edge marks.
+    uint64_t root_needs_ = 0;
+    int root_excl_ = 0;
+    uint64_t root_seq_ = 0;
+
+    Vertex &V(int v) { return g_.vertices[static_cast<size_t>(v)]; }
+    Edge &E(int e) { return g_.edges[static_cast<size_t>(e)]; }
+    int type_of(int v) { return V(v).type; }
+
+    void tick() {
+        ++seq_;
+        ++epoch_;
+    }
+    bool visited(int v) { return V(v).color_epoch == epoch_; }
+    void mark(int v) { V(v).color_epoch = epoch_; }
+
+    bool is_pruning_type(int t) const { return prune_.all.count(t) > 0; }
+    bool partial_share_type(int type) const;
+    void set_pruning_type(int anchor, int t);
+    std::vector<int> my_pruning_types(int anchor) const;
+    void accum_if(int type, int64_t count, std::map<int, int64_t> &acc) const {
+        if (is_pruning_type(type)) acc[type] += count;
+    }
+    void prime_filter(int u, std::map<int, int64_t> &to_parent);
+    void prime_jobspec(std::vector<Resource> &resources, std::map<int, int64_t> &to_parent);
+    std::vector<int64_t> relevant_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) const;
+
+    unsigned calc_count(const Resource &r, unsigned qc) const;
+    unsigned effective_max(const Resource &r) const { return calc_count(r, UINT32_MAX); }
+
+    template <class F>
+    void with_cmp(F &&f);
+
+    // select
+    bool exclusivity(const std::vector<Resource> &rs, int u);
+    bool by_excl(const JobMeta &m, int u, bool exclusive_in, const Resource &r);
+    bool by_subplan(const JobMeta &m, int u, const Resource &r);
+    bool prune(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs);
+    const std::vector<Resource> &test(int u, const std::vector<Resource> &rs, bool &pristine,
+                                      unsigned &nslots, MatchKind &kind);
+    int dom_dfv(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine, bool *excl,
+                Scoring &to_parent);
+    int explore(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine, bool *excl,
+                Scoring &dfu, unsigned multiplier = 1);
+    int dom_slot(const JobMeta &m, int u, const std::vector<Resource> &shape, unsigned nslots,
+                 bool pristine, Scoring &dfu);
+    unsigned cnt_slot(const std::vector<Resource> &shape, Scoring &dfu_slot);
+    bool discover_vtx(int u);
+    bool finish_vtx(int u, const std::vector<Resource> &rs, Scoring &dfu);
+    bool finish_graph(const std::vector<Resource> &rs, Scoring &dfu);
+    void finish_slot(Scoring &dfu);
+    int resolve(Scoring &dfu, Scoring &to_parent);
+    void enforce(Scoring &dfu, bool unconstrained);
+    bool resolve_graph(int root, std::vector<Resource> &rs, Scoring &dfu, unsigned &needs);
+    bool select(std::vector<Resource> &rs, int root, JobMeta &m, bool excl);
+    bool request_feasible(const JobMeta &m, const std::string &op, std::map<int, int64_t> &dfv);
+    bool schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op, int root,
+                  std::map<int, int64_t> &dfv);
+
+    // update
+    int upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const JobMeta &m, bool full,
+                std::map<int, int64_t> &to_parent, bool emit_shadow);
+    void upd_by_outedges(const JobMeta &m, int u, int e);
+    bool update(int root, Emission &out, JobMeta &m);
+
+    // cancel
+    void mod_dfv(int u, int64_t jobid);
+    void mod_exv(int64_t jobid);
+};
+
+}  // namespace fluxion

@@ -1,0 +1,179 @@
+#include "writers.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "errors.hpp"
+#include "jobspec.hpp"
+#include "json.hpp"
+
+namespace fluxion {
+
+namespace {
+
+std::string prefix(int level) {
+    std::string p = "      ";
+    for (int i = 0; i < level; ++i) p += "---";
+    return p;
+}
+
+std::string write_simple(const Graph &g, const Emission &em, bool pretty) {
+    std::string out;
+    auto line = [&](const EmittedVertex &ev) {
+        const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
+        out += prefix(ev.level) + v.name + "[" + std::to_string(ev.needs) + ":" +
+               (pretty ? (ev.exclusive ? "exclusive" : "shared") : (ev.exclusive ? "x" : "s")) + "]\n";
+    };
+    if (pretty)
+        for (auto it = em.vertices.rbegin(); it != em.vertices.rend(); ++it) line(*it);
+    else
+        for (const auto &ev : em.vertices) line(ev);
+    return out;
+}
+
+json::Value jgf_value(const Graph &g, const Emission &em) {
+    json::Value nodes = json::Value::make_array();
+    for (const auto &ev : em.vertices) {
+        const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
+        const std::string &tname = g.types.name(v.type);
+        json::Value md = json::Value::make_object();
+        md.set("type", json::Value::make_string(tname));
+        if (v.basename != tname) md.set("basename", json::Value::make_string(v.basename));
+        if (v.name != v.basename + std::to_string(v.id)) md.set("name", json::Value::make_string(v.name));
+        md.set("id", json::Value::make_int(v.id));
+        md.set("rank", json::Value::make_int(v.rank));
+        if (!v.properties.empty()) {
+            json::Value p = json::Value::make_object();
+            for (const auto &kv : v.properties) p.set(kv.first, json::Value::make_string(kv.second));
+            md.set("properties", p);
+        }
+        if (!v.unit.empty()) md.set("unit", json::Value::make_string(v.unit));
+        if (ev.exclusive) md.set("exclusive", json::Value::make_bool(true));
+        if (ev.needs != 1) md.set("size", json::Value::make_int(ev.needs));
+        json::Value paths = json::Value::make_object();
+        paths.set("containment", json::Value::make_string(v.path));
+        for (const auto &kv : v.other_paths) paths.set(kv.first, json::Value::make_string(kv.second));
+        md.set("paths", paths);
+        json::Value n = json::Value::make_object();
+        n.set("id", json::Value::make_string(std::to_string(v.uniq_id)));
+        n.set("metadata", md);
+        nodes.push(n);
+    }
+    json::Value edges = json::Value::make_array();
+    for (int e : em.edges) {
+        const Edge &ed = g.edges[static_cast<size_t>(e)];
+        json::Value o = json::Value::make_object();
+        o.set("source", json::Value::make_string(
+                            std::to_string(g.vertices[static_cast<size_t>(ed.source)].uniq_id)));
+        o.set("target", json::Value::make_string(
+                            std::to_string(g.vertices[static_cast<size_t>(ed.target)].uniq_id)));
+        if (ed.subsystem != "containment") {
+            json::Value m = json::Value::make_object();
+            m.set("subsystem", json::Value::make_string(ed.subsystem));
+            o.set("metadata", m);
+        }
+        edges.push(o);
+    }
+    json::Value graph = json::Value::make_object();
+    graph.set("nodes", nodes);
+    graph.set("edges", edges);
+    json::Value doc = json::Value::make_object();
+    doc.set("graph", graph);
+    return doc;
+}
+
+// R_lite: core and gpu ids gathered per node (and storage node), nodes with
+// the same children merged into one rank set.
+json::Value rlite_value(const Graph &g, const Emission &em, std::vector<std::string> &nodelist) {
+    std::map<int, std::set<int64_t>> pending;  // reducer type -> ids since last node
+    std::vector<std::pair<std::string, std::pair<std::set<int64_t>, json::Value>>> groups;
+    int core = g.types.core, gpu = g.types.gpu;
+    for (const auto &ev : em.vertices) {
+        const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
+        if (v.type == core || v.type == gpu) {
+            pending[v.type].insert(v.id);
+        } else if (v.type == g.types.node || v.type == g.types.storage_node) {
+            json::Value children = json::Value::make_object();
+            for (auto &kv : pending)
+                if (!kv.second.empty())
+                    children.set(g.types.name(kv.first), json::Value::make_string(format_idset(kv.second)));
+            pending.clear();
+            std::string sig = json::dump(children);
+            nodelist.push_back(v.name);
+            bool merged = false;
+            for (auto &grp : groups)
+                if (grp.first == sig) {
+                    grp.second.first.insert(v.rank);
+                    merged = true;
+                    break;
+                }
+            if (!merged) groups.push_back({sig, {{v.rank}, children}});
+        }
+    }
+    json::Value arr = json::Value::make_array();
+    for (auto &grp : groups) {
+        json::Value o = json::Value::make_object();
+        o.set("rank", json::Value::make_string(format_idset(grp.second.first)));
+        o.set("children", grp.second.second);
+        arr.push(o);
+    }
+    return arr;
+}
+
+json::Value rv1_value(const Graph &g, const Emission &em, bool sched) {
+    std::vector<std::string> nodelist;
+    json::Value exec = json::Value::make_object();
+    exec.set("R_lite", rlite_value(g, em, nodelist));
+    json::Value nl = json::Value::make_array();
+    // Node names in rank order, compressed as a host list.
+    std::vector<std::pair<int64_t, std::string>> ranked;
+    for (const auto &ev : em.vertices) {
+        const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
+        if (v.type == g.types.node || v.type == g.types.storage_node) ranked.emplace_back(v.rank, v.name);
+    }
+    std::stable_sort(ranked.begin(), ranked.end());
+    std::vector<std::string> names;
+    for (auto &r : ranked) names.push_back(r.second);
+    if (!names.empty()) nl.push(json::Value::make_string(compress_hostlist(names)));
+    exec.set("nodelist", nl);
+    exec.set("starttime", json::Value::make_int(em.starttime));
+    exec.set("expiration", json::Value::make_int(em.expiration));
+    json::Value doc = json::Value::make_object();
+    doc.set("version", json::Value::make_int(1));
+    doc.set("execution", exec);
+    if (sched) doc.set("scheduling", jgf_value(g, em));
+    if (!em.queue.empty()) {
+        json::Value q = json::Value::make_object();
+        q.set("queue", json::Value::make_string(em.queue));
+        json::Value s = json::Value::make_object();
+        s.set("scheduler", q);
+        json::Value sys = json::Value::make_object();
+        sys.set("system", s);
+        doc.set("attributes", sys);
+    }
+    return doc;
+}
+
+}  // namespace
+
+bool known_format(const std::string &f) {
+    return f == "simple" || f == "pretty_simple" || f == "jgf" || f == "rlite" || f == "rv1" ||
+           f == "rv1_nosched";
+}
+
+std::string write_r(const Graph &g, const Emission &em, const std::string &format) {
+    if (format == "simple") return write_simple(g, em, false);
+    if (format == "pretty_simple") return write_simple(g, em, true);
+    if (em.vertices.empty()) return "";
+    if (format == "jgf") return json::dump(jgf_value(g, em)) + "\n";
+    if (format == "rlite") {
+        std::vector<std::string> nl;
+        return json::dump(rlite_value(g, em, nl)) + "\n";
+    }
+    if (format == "rv1") return json::dump(rv1_value(g, em, true)) + "\n";
+    if (format == "rv1_nosched") return json::dump(rv1_value(g, em, false)) + "\n";
+    throw InputError("unknown match format '" + format +
+                     "' (known: simple, pretty_simple, jgf, rlite, rv1, rv1_nosched)");
+}
+
+}  // namespace fluxion
