@@ -883,7 +883,11 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
                 int64_t sp = x.subplan->add_span(m.at, m.duration, relevant_counts(*x.subplan, dfu));
                 if (sp >= 0) x.job2span[m.jobid] = sp;
             }
-            accum_if(x.type, excl ? x.size : x.size - static_cast<int64_t>(needs), to_parent);
+            // A partial pool only gives up what it lent; Fluxion's whole-vertex
+            // rule gives up the entire vertex when allocated exclusively.
+            int64_t used = excl ? (x.partial_pool ? static_cast<int64_t>(needs) : x.size)
+                                : x.size - static_cast<int64_t>(needs);
+            accum_if(x.type, used, to_parent);
             for (auto &kv : dfu) accum_if(kv.first, kv.second, to_parent);
         }
     }

@@ -1,0 +1,77 @@
+"""Type stubs for the C++ core module (see bindings.cpp)."""
+
+class InputError(ValueError): ...
+class NotFoundError(LookupError): ...
+class StateError(RuntimeError): ...
+
+class AllocatedVertex:
+    path: str
+    type: str
+    name: str
+    id: int
+    rank: int
+    amount: int
+    exclusive: bool
+    node: str
+    properties: dict[str, str]
+
+class MatchResult:
+    status: str
+    jobid: int
+    at: int
+    duration: int
+    overhead: float
+    R: str
+    error: str
+    vertices: list[AllocatedVertex]
+    preorder: int
+    postorder: int
+
+class JobRecord:
+    jobid: int
+    state: str
+    at: int
+    duration: int
+    overhead: float
+    R: str
+
+class Usage:
+    path: str
+    type: str
+    name: str
+    size: int
+    used: int
+
+class Matcher:
+    policy: str
+    match_format: str
+    def __init__(
+        self,
+        jgf: str,
+        policy: str = "first",
+        prune_filters: str = "ALL:core,ALL:node",
+        match_format: str = "jgf",
+        partial_pool_types: set[str] = ...,
+    ) -> None: ...
+    def match(
+        self, jobspec_json: str, op: str = "allocate", jobid: int | None = None, format: str = ""
+    ) -> MatchResult: ...
+    def update_allocate(
+        self, jobid: int, R: str, at: int, duration: int, reserve: bool = False, format: str = ""
+    ) -> MatchResult: ...
+    def cancel(self, jobid: int, noent_ok: bool = False) -> bool: ...
+    def partial_cancel(self, jobid: int, paths: list[str]) -> bool: ...
+    def partial_cancel_r(self, jobid: int, R: str) -> bool: ...
+    def info(self, jobid: int) -> JobRecord | None: ...
+    def jobs(self) -> list[JobRecord]: ...
+    def stat(self) -> dict[str, int]: ...
+    def next_jobid(self) -> int: ...
+    def set_status(self, path: str, up: bool) -> None: ...
+    def get_status(self, path: str) -> bool: ...
+    def set_property(self, path: str, key: str, value: str) -> None: ...
+    def get_property(self, path: str) -> dict[str, str]: ...
+    def attach(self, jgf: str) -> None: ...
+    def remove(self, path: str) -> None: ...
+    def usage(self) -> list[Usage]: ...
+
+def policies() -> list[str]: ...

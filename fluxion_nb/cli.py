@@ -1,0 +1,307 @@
+"""fluxion-rq: a drop-in for flux-sched's resource-query (same options, commands and output)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from fluxion_nb import _core
+from fluxion_nb.errors import InputError, NotFoundError, StateError
+from fluxion_nb.jobspec import to_json
+
+_OPS = {
+    "allocate",
+    "allocate_orelse_reserve",
+    "allocate_with_satisfiability",
+    "satisfiability",
+    "without_allocating",
+    "without_allocating_future",
+}
+_BAR = "INFO: ============================="
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fluxion-rq", description=__doc__)
+    p.add_argument("-L", "--load-file", required=True, help="resource graph file (JGF)")
+    p.add_argument("-f", "--load-format", default="jgf", help="graph format (jgf)")
+    p.add_argument("-W", "--load-allowlist", default="", help="accepted, not used with JGF")
+    p.add_argument("-S", "--match-subsystems", default="CA", help="CA (containment)")
+    p.add_argument("-P", "--match-policy", default="first")
+    p.add_argument("-F", "--match-format", default="simple")
+    p.add_argument("-T", "--traverser", default="simple")
+    p.add_argument("-p", "--prune-filters", default="ALL:core,ALL:node")
+    p.add_argument("-g", "--graph-format", default="")
+    p.add_argument("-o", "--graph-output", default="")
+    p.add_argument("-r", "--reserve-vtx-vec", default="0")
+    p.add_argument("-e", "--elapse-time", action="store_true")
+    p.add_argument("-d", "--disable-prompt", action="store_true")
+    p.add_argument("-t", "--test-output", default="")
+    p.add_argument(
+        "--partial-pools",
+        default="",
+        help="comma-separated pool types shared unit by unit ('*' = all)",
+    )
+    return p
+
+
+class Session:
+    """One resource-query session: a graph, a job table and the command loop."""
+
+    def __init__(self, m: _core.Matcher, out: TextIO, elapse: bool) -> None:
+        self.m = m
+        self.out = out
+        self.elapse = elapse
+        self.jobspec_files: dict[int, str] = {}
+
+    def run_match(self, op: str, path: str) -> bool:
+        jobid = self.m.next_jobid()
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            print(f"ERROR: can't open {path}", file=sys.stderr)
+            return True
+        try:
+            r = self.m.match(to_json(text), op, None, "")
+        except InputError as exc:
+            print(f"match_allocate: ERROR: Jobspec error for {jobid}: {exc}", file=sys.stderr)
+            self._failed(jobid, sat=True)
+            return False
+        if r.status == "error":
+            print(f"match_allocate: ERROR: {r.error}", file=sys.stderr)
+            self._failed(jobid, sat=True)
+            return False
+        if op == "satisfiability":
+            sat = r.status == "satisfiable"
+            self.out.write(
+                f"{_BAR}\nINFO: {'Satisfiable' if sat else 'Unsatisfiable'} request\n{_BAR}\n"
+            )
+            return True
+        if r.status in ("busy", "unsatisfiable"):
+            self._failed(r.jobid, sat=r.status == "busy")
+            return False
+        self.out.write(r.R)
+        mode = {"allocated": "ALLOCATED", "reserved": "RESERVED"}.get(r.status, "MATCHED")
+        at = "Now" if r.at == 0 else str(r.at)
+        self.out.write(
+            f"{_BAR}\nINFO: JOBID={r.jobid}\nINFO: RESOURCES={mode}\nINFO: SCHEDULED AT={at}\n"
+        )
+        if self.elapse:
+            sys.stdout.write(f"INFO: ELAPSE={r.overhead:.6f}\n")
+        self.out.write(f"{_BAR}\n")
+        if r.status in ("allocated", "reserved"):
+            self.jobspec_files[r.jobid] = path
+        return True
+
+    def _failed(self, jobid: int, sat: bool) -> None:
+        self.out.write(f"{_BAR}\nINFO: No matching resources found\n")
+        if not sat:
+            self.out.write("INFO: Unsatisfiable request\n")
+        self.out.write(f"INFO: JOBID={jobid}\n{_BAR}\n")
+
+    def command(self, args: list[str]) -> bool:
+        """Run one command; returns False on quit."""
+        cmd = args[0]
+        if cmd in ("quit", "q"):
+            return False
+        if cmd in ("match", "m"):
+            if len(args) != 3:
+                print("ERROR: malformed command", file=sys.stderr)
+            elif args[1] not in _OPS:
+                print(f"ERROR: unknown subcmd {args[1]}", file=sys.stderr)
+            else:
+                self.run_match(args[1], args[2])
+        elif cmd in ("multi-match", "M"):
+            if len(args) <= 3:
+                print("ERROR: malformed command", file=sys.stderr)
+            elif args[1] not in _OPS:
+                print(f"ERROR: unknown subcmd {args[1]}", file=sys.stderr)
+            else:
+                for path in args[2:]:
+                    if not self.run_match(args[1], path):
+                        break
+        elif cmd in ("cancel", "c"):
+            if len(args) not in (2, 3):
+                print("ERROR: malformed command", file=sys.stderr)
+            else:
+                try:
+                    self.m.cancel(int(args[1]), False)
+                except (NotFoundError, ValueError):
+                    print(f"cancel: ERROR: nonexistent job {args[1]}", file=sys.stderr)
+        elif cmd in ("partial-cancel", "pc"):
+            if len(args) not in (4, 5):
+                print("ERROR: malformed command", file=sys.stderr)
+            else:
+                try:
+                    self.m.partial_cancel_r(int(args[1]), Path(args[3]).read_text())
+                except (InputError, NotFoundError, StateError, OSError, ValueError) as exc:
+                    print(f"ERROR: {exc}", file=sys.stderr)
+        elif cmd in ("update", "u"):
+            self._update(args)
+        elif cmd in ("set-status", "t"):
+            if len(args) != 3:
+                print("ERROR: malformed command", file=sys.stderr)
+            elif args[2] not in ("up", "down"):
+                print("ERROR: unrecognized status", file=sys.stderr)
+            else:
+                try:
+                    self.m.set_status(args[1], args[2] == "up")
+                except NotFoundError:
+                    self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+        elif cmd in ("get-status", "e"):
+            if len(args) != 2:
+                print("ERROR: malformed command", file=sys.stderr)
+            else:
+                try:
+                    up = self.m.get_status(args[1])
+                    self.out.write(f"{args[1]} is {'up' if up else 'down'}\n")
+                except NotFoundError:
+                    self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+        elif cmd in ("set-property", "p"):
+            self._set_property(args)
+        elif cmd in ("get-property", "g"):
+            self._get_property(args)
+        elif cmd in ("list", "l"):
+            for j in self.m.jobs():
+                print(self._job_line(j))
+        elif cmd in ("info", "i"):
+            if len(args) != 2:
+                print("ERROR: malformed command", file=sys.stderr)
+            else:
+                rec = self.m.info(int(args[1]))
+                if rec is None:
+                    print(f"info: ERROR: nonexistent job {args[1]}", file=sys.stderr)
+                else:
+                    print(self._job_line(rec))
+        elif cmd in ("stat", "s"):
+            jobs = self.m.jobs()
+            times = [j.overhead for j in jobs]
+            print(f"INFO: Num. of Jobs Matched: {len(jobs)}")
+            print(f"INFO: Min. Match Time: {min(times) if times else 0:g}")
+            print(f"INFO: Max. Match Time: {max(times) if times else 0:g}")
+            print(f"INFO: Avg. Match Time: {sum(times) / len(times) if times else 0:g}")
+        elif cmd in ("attach", "j"):
+            try:
+                self.m.attach(Path(args[1]).read_text())
+            except (InputError, StateError, OSError, IndexError) as exc:
+                print(f"ERROR: {exc}", file=sys.stderr)
+        elif cmd == "remove":
+            try:
+                self.m.remove(args[1])
+            except (NotFoundError, StateError, IndexError) as exc:
+                print(f"ERROR: {exc}", file=sys.stderr)
+        elif cmd in ("cat", "a"):
+            try:
+                print(Path(args[1]).read_text(), end="")
+            except (OSError, IndexError) as exc:
+                print(f"ERROR: {exc}", file=sys.stderr)
+        elif cmd in ("help", "h"):
+            print(
+                "Commands: match, multi-match, update, attach, remove, cancel, partial-cancel, "
+                "set-property, get-property, set-status, get-status, list, info, stat, cat, "
+                "help, quit"
+            )
+        else:
+            print(f"ERROR: unknown command {cmd}", file=sys.stderr)
+        return True
+
+    def _job_line(self, j: _core.JobRecord) -> str:
+        spec = self.jobspec_files.get(j.jobid, "")
+        return f"INFO: {j.jobid}, {j.state}, {j.at}, {spec}, {j.overhead:g}"
+
+    def _update(self, args: list[str]) -> None:
+        if len(args) != 7 or args[1] not in ("allocate", "reserve"):
+            print("ERROR: malformed command", file=sys.stderr)
+            return
+        try:
+            jobid, at, duration = int(args[4]), int(args[5]), int(args[6])
+            r = self.m.update_allocate(
+                jobid, Path(args[3]).read_text(), at, duration, args[1] == "reserve", ""
+            )
+        except (InputError, NotFoundError, StateError, OSError, ValueError) as exc:
+            print(f"ERROR: {exc}", file=sys.stderr)
+            return
+        self.out.write(r.R)
+        mode = "ALLOCATED" if r.status == "allocated" else "RESERVED"
+        at_s = "Now" if r.at == 0 else str(r.at)
+        self.out.write(
+            f"{_BAR}\nINFO: JOBID={r.jobid}\nINFO: RESOURCES={mode}\n"
+            f"INFO: SCHEDULED AT={at_s}\n{_BAR}\n"
+        )
+        self.jobspec_files[r.jobid] = args[3]
+
+    def _set_property(self, args: list[str]) -> None:
+        if len(args) != 3:
+            print("ERROR: malformed command", file=sys.stderr)
+            return
+        kv = args[2]
+        pos = kv.find("=")
+        if pos <= 0 or pos == len(kv) - 1:
+            self.out.write(
+                "Incorrect input format. \nPlease use `set-property <resource> PROPERTY=VALUE`.\n"
+            )
+            return
+        try:
+            self.m.set_property(args[1], kv[:pos], kv[pos + 1 :])
+        except NotFoundError:
+            self.out.write(f"Couldn't find path {args[1]} in resource graph.\n")
+
+    def _get_property(self, args: list[str]) -> None:
+        if len(args) != 2:
+            print("ERROR: malformed command", file=sys.stderr)
+            return
+        try:
+            props = self.m.get_property(args[1])
+        except NotFoundError:
+            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+            return
+        if not props:
+            self.out.write(f"No properties were found for {args[1]}.\n")
+        for k, v in sorted(props.items()):
+            self.out.write(f"{k}={v}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    if a.load_format != "jgf":
+        print(
+            f"ERROR: load format '{a.load_format}' is not supported; convert the graph to JGF",
+            file=sys.stderr,
+        )
+        return 1
+    pools = {t for t in a.partial_pools.split(",") if t}
+    try:
+        graph_text = Path(a.load_file).read_text()
+        m = _core.Matcher(graph_text, a.match_policy, a.prune_filters, a.match_format, pools)
+    except OSError as exc:
+        print(f"ERROR: cannot read {a.load_file}: {exc}", file=sys.stderr)
+        return 1
+    except (InputError, StateError) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 1
+    out: TextIO = open(a.test_output, "w") if a.test_output else sys.stdout  # noqa: SIM115
+    try:
+        s = Session(m, out, a.elapse_time)
+        for line in sys.stdin:
+            if not a.disable_prompt:
+                sys.stdout.write("resource-query> ")
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                args = shlex.split(line)
+            except ValueError:
+                args = line.split()
+            if not s.command(args):
+                break
+            out.flush()
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

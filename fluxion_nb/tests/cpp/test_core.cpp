@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include "errors.hpp"
+#include "json.hpp"
+#include "jobspec.hpp"
+#include "matcher.hpp"
+#include "planner.hpp"
+
+using namespace fluxion;
+
+namespace {
+// cluster0 -> node0,node1 -> core pool (size 4) + memory pool (size 8).
+std::string pooled_graph() {
+    std::string nodes, edges;
+    int id = 0;
+    auto vtx = [&](const std::string &type, const std::string &name, int64_t idx, const std::string &path,
+                   int64_t size) {
+        if (!nodes.empty()) nodes += ",";
+        nodes += "{\"id\":\"" + std::to_string(id) + "\",\"metadata\":{\"type\":\"" + type + "\",\"name\":\"" +
+                 name + "\",\"id\":" + std::to_string(idx) + ",\"size\":" + std::to_string(size) +
+                 ",\"paths\":{\"containment\":\"" + path + "\"}}}";
+        return id++;
+    };
+    auto edge = [&](int s, int t) {
+        if (!edges.empty()) edges += ",";
+        edges += "{\"source\":\"" + std::to_string(s) + "\",\"target\":\"" + std::to_string(t) + "\"}";
+    };
+    int root = vtx("cluster", "cluster0", 0, "/cluster0", 1);
+    for (int n = 0; n < 2; ++n) {
+        std::string np = "/cluster0/node" + std::to_string(n);
+        int nv = vtx("node", "node" + std::to_string(n), n, np, 1);
+        edge(root, nv);
+        edge(nv, vtx("core", "core" + std::to_string(n), n, np + "/core" + std::to_string(n), 4));
+        edge(nv, vtx("memory", "memory" + std::to_string(n), n, np + "/memory" + std::to_string(n), 8));
+    }
+    return "{\"graph\":{\"nodes\":[" + nodes + "],\"edges\":[" + edges + "]}}";
+}
+
+const char *kSlotCore1 =
+    R"({"version":1,"resources":[{"type":"slot","count":1,"label":"t","with":[{"type":"core","count":1}]}],
+        "tasks":[{"command":["x"],"slot":"t","count":{"per_slot":1}}],"attributes":{"system":{"duration":60}}})";
+}  // namespace
+
+TEST(Json, RoundTripsNestedDocument) {
+    auto v = json::parse(R"({"a": [1, 2.5, "x\n", true, null], "b": {"c": -3}})");
+    EXPECT_EQ(json::dump(v), R"({"a": [1, 2.5, "x\n", true, null], "b": {"c": -3}})");
+}
+
+TEST(Json, RejectsTruncatedInputWithOffset) {
+    try {
+        json::parse(R"({"a": [1, 2)");
+        FAIL() << "expected InputError";
+    } catch (const InputError &e) {
+        EXPECT_NE(std::string(e.what()).find("byte"), std::string::npos);
+    }
+}
+
+TEST(Planner, SpansReduceAvailabilityOnlyInsideTheirWindow) {
+    Planner p(0, 100, 10);
+    int64_t s = p.add_span(10, 20, 4);
+    ASSERT_GE(s, 0);
+    EXPECT_EQ(p.avail_during(0, 10), 10);
+    EXPECT_EQ(p.avail_during(5, 10), 6);
+    EXPECT_EQ(p.avail_at(29), 6);
+    EXPECT_EQ(p.avail_at(30), 10);
+    EXPECT_EQ(p.avail_time_first(1, 10, 8), 30);
+    ASSERT_TRUE(p.rem_span(s));
+    EXPECT_EQ(p.avail_during(0, 100), 10);
+}
+
+TEST(Planner, RefusesOverCommit) {
+    Planner p(0, 100, 2);
+    EXPECT_GE(p.add_span(0, 10, 2), 0);
+    EXPECT_EQ(p.add_span(5, 10, 1), -1);
+}
+
+TEST(Jobspec, UnknownTypeIsAnInputError) {
+    TypeTable t;
+    EXPECT_THROW(parse_jobspec_text(R"({"version":1,"resources":[{"type":"bogus","count":1}],"tasks":[],"attributes":{}})", t),
+                 InputError);
+}
+
+TEST(Hostlist, ExpandsAndCompresses) {
+    auto h = expand_hostlist("node[0-2,5],login1");
+    ASSERT_EQ(h.size(), 5u);
+    EXPECT_EQ(h[3], "node5");
+    EXPECT_EQ(compress_hostlist({"node0", "node1", "node2", "node5"}), "node[0-2,5]");
+    EXPECT_EQ(format_idset({0, 1, 2, 7}), "0-2,7");
+}
+
+TEST(Matcher, FluxionDefaultTakesWholePoolUnderASlot) {
+    Matcher m(pooled_graph(), MatcherOptions{"first", "ALL:core,ALL:node", "simple", {}});
+    auto r1 = m.match(kSlotCore1, "allocate");
+    ASSERT_EQ(r1.status, "allocated");
+    EXPECT_NE(r1.R.find("[4:x]"), std::string::npos) << r1.R;
+    ASSERT_EQ(m.match(kSlotCore1, "allocate").status, "allocated");
+    EXPECT_EQ(m.match(kSlotCore1, "allocate").status, "busy");
+}
+
+TEST(Matcher, PartialPoolSharesUnitsAndCancelReturnsThem) {
+    Matcher m(pooled_graph(), MatcherOptions{"first", "ALL:core,ALL:node", "simple", {"core", "memory"}});
+    for (int i = 0; i < 8; ++i) ASSERT_EQ(m.match(kSlotCore1, "allocate").status, "allocated") << i;
+    EXPECT_EQ(m.match(kSlotCore1, "allocate").status, "busy");
+    EXPECT_TRUE(m.cancel(3, false));
+    EXPECT_EQ(m.match(kSlotCore1, "allocate").status, "allocated");
+}
+
+TEST(Matcher, BadJgfChangesNothingAndSaysWhy) {
+    EXPECT_THROW(Matcher("{\"graph\":{\"nodes\":[{\"id\":\"0\"}],\"edges\":[]}}", MatcherOptions{}), InputError);
+    Matcher m(pooled_graph(), MatcherOptions{});
+    EXPECT_THROW(m.match("{not json", "allocate"), InputError);
+    EXPECT_EQ(m.next_jobid(), 1);
+}

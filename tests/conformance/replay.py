@@ -1,0 +1,124 @@
+"""Replay flux-sched's resource-query cases through fluxion-rq; compare outputs byte for byte.
+
+The fixture data stays where it lies (FLUXION_FIXTURES, default ../shared/fixtures/fluxion);
+GRUG graphs are replaced by their JGF twins in jgf-from-grug/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from fluxion_nb import cli
+
+DEFAULT_FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "fluxion"
+
+
+def fixtures_dir() -> Path:
+    return Path(os.environ.get("FLUXION_FIXTURES", DEFAULT_FIXTURES))
+
+
+@dataclass
+class CaseResult:
+    test_file: str
+    case: str
+    passed: bool
+    reason: str
+
+
+def _graph_for(fx: Path, load_file: str, load_format: str) -> Path | None:
+    if load_format == "jgf":
+        p = fx / load_file
+        return p if p.exists() else None
+    if load_file.endswith(".graphml"):
+        twin = fx / "jgf-from-grug" / (Path(load_file).stem + ".json")
+        return twin if twin.exists() else None
+    return None
+
+
+def _argv(q: dict, graph: Path, out: Path) -> list[str]:
+    argv = ["-L", str(graph), "-f", "jgf", "-d", "-t", str(out)]
+    if q.get("policy"):
+        argv += ["-P", q["policy"]]
+    if q.get("match_format"):
+        argv += ["-F", q["match_format"]]
+    if q.get("prune_filters"):
+        argv += ["-p", q["prune_filters"]]
+    return argv
+
+
+def replay_case(case: dict, fx: Path) -> CaseResult:
+    tf, name = case["test_file"], case["case"]
+    outputs: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for q in case["queries"]:
+            if q.get("match_subsystems", "CA") not in ("CA", "", None):
+                return CaseResult(
+                    tf, name, False, f"subsystem {q['match_subsystems']} not supported"
+                )
+            if q.get("traverser") not in (None, "", "simple"):
+                return CaseResult(tf, name, False, f"traverser {q['traverser']} not supported")
+            graph = _graph_for(fx, q["load_file"], q.get("load_format") or "grug")
+            if graph is None:
+                return CaseResult(tf, name, False, f"no JGF graph for {q['load_file']}")
+            cmds = (fx / q["cmds_file"]).read_text().replace("@TEST_SRCDIR@", str(fx))
+            cmd_path = Path(tmp) / "cmds"
+            cmd_path.write_text(cmds)
+            out = Path(tmp) / q["test_output"]
+            old_stdin = sys.stdin
+            try:
+                sys.stdin = io.StringIO(cmds)
+                with (
+                    contextlib.redirect_stdout(io.StringIO()),
+                    contextlib.redirect_stderr(io.StringIO()),
+                ):
+                    rc = cli.main(_argv(q, graph, out))
+            except Exception as exc:  # a crash is a failure of this case, reported
+                return CaseResult(tf, name, False, f"crashed: {type(exc).__name__}: {exc}")
+            finally:
+                sys.stdin = old_stdin
+            if rc != 0:
+                return CaseResult(tf, name, False, f"exit code {rc}")
+            outputs[q["test_output"]] = out.read_bytes() if out.exists() else b""
+        for got_name, expected in case["all_test_cmp"]:
+            exp_path = fx / expected
+            if got_name not in outputs:
+                return CaseResult(tf, name, False, f"no output {got_name}")
+            if outputs[got_name] != exp_path.read_bytes():
+                return CaseResult(tf, name, False, f"output differs from {expected}")
+    return CaseResult(tf, name, True, "")
+
+
+def jgf_cases(fx: Path) -> list[dict]:
+    """Self-contained cases whose graphs exist as JGF (directly or as a GRUG twin)."""
+    cases = json.loads((fx / "cases.json").read_text())
+    out = []
+    for c in cases:
+        if not c.get("self_contained"):
+            continue
+        if all(
+            _graph_for(fx, q["load_file"], q.get("load_format") or "grug") for q in c["queries"]
+        ):
+            out.append(c)
+    return out
+
+
+def main() -> int:
+    fx = fixtures_dir()
+    results = [replay_case(c, fx) for c in jgf_cases(fx)]
+    passed = sum(r.passed for r in results)
+    for r in results:
+        if not r.passed:
+            print(f"FAIL {r.test_file} :: {r.case} :: {r.reason}")
+    print(json.dumps({"cases": len(results), "passed": passed}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

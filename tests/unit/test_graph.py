@@ -1,0 +1,114 @@
+"""Behaviour of the typed Python API over the matcher."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from fluxion_nb import Graph, InputError, NotFoundError
+from fluxion_nb.examples import pooled_cluster, slot_jobspec
+
+
+def test_four_one_cpu_pods_share_a_four_cpu_node_and_a_fifth_does_not_fit() -> None:
+    g = Graph(
+        pooled_cluster(nodes=1, cpus_milli=4000, memory_mib=8192), partial_pools={"core", "memory"}
+    )
+    gang = g.match(slot_jobspec(4, 1000, 1024))
+    assert gang.status == "allocated"
+    assert gang.by_node() == {"worker0": {"core": 4000, "memory": 4096}}
+    fifth = g.match(slot_jobspec(1, 1000, 1024))
+    assert fifth.status == "busy"
+
+
+def test_fluxion_default_allocates_a_pool_whole_so_one_pod_per_node() -> None:
+    g = Graph(pooled_cluster(nodes=1), policy="first")
+    first = g.match(slot_jobspec(1, 1000, 1024))
+    assert first.by_node() == {"worker0": {"core": 4000, "memory": 8192}}
+    assert g.match(slot_jobspec(1, 1000, 1024)).status == "busy"
+
+
+def test_unsatisfiable_is_told_apart_from_busy() -> None:
+    g = Graph(pooled_cluster(nodes=2), partial_pools=True)
+    assert (
+        g.match(slot_jobspec(1, 5000, 1), "allocate_with_satisfiability").status == "unsatisfiable"
+    )
+    g.match(slot_jobspec(8, 1000, 1))
+    assert g.match(slot_jobspec(1, 1000, 1), "allocate_with_satisfiability").status == "busy"
+    assert g.satisfiable(slot_jobspec(8, 1000, 1))
+    assert not g.satisfiable(slot_jobspec(9, 1000, 1))
+
+
+def test_cancel_returns_exactly_the_units_taken() -> None:
+    g = Graph(pooled_cluster(nodes=1), partial_pools=True)
+    a = g.match(slot_jobspec(3, 1000, 1000))
+    used = {u.type: u.used for u in g.usage() if u.type in ("core", "memory")}
+    assert used == {"core": 3000, "memory": 3000}
+    assert g.cancel(a.jobid)
+    assert all(u.used == 0 for u in g.usage())
+
+
+def test_partial_cancel_releases_one_nodes_share() -> None:
+    g = Graph(pooled_cluster(nodes=2), partial_pools=True)
+    a = g.match(slot_jobspec(8, 1000, 1000))
+    assert sorted(a.nodes) == ["worker0", "worker1"]
+    assert g.partial_cancel(a.jobid, ["/cluster/worker0"]) is False
+    assert g.match(slot_jobspec(4, 1000, 1000)).by_node() == {
+        "worker0": {"core": 4000, "memory": 4000}
+    }
+    assert g.partial_cancel(a.jobid, ["/cluster/worker1"]) is True
+
+
+def test_reservation_in_the_future_when_busy_now() -> None:
+    g = Graph(pooled_cluster(nodes=1), partial_pools=True)
+    g.match(slot_jobspec(4, 1000, 1000, duration=100))
+    r = g.match(slot_jobspec(4, 1000, 1000, duration=100), "allocate_orelse_reserve")
+    assert r.status == "reserved"
+    assert r.at == 100
+
+
+def test_update_allocate_replays_a_recorded_allocation() -> None:
+    cluster = pooled_cluster(nodes=2)
+    g = Graph(cluster, partial_pools=True)
+    a = g.match(slot_jobspec(2, 1000, 512))
+    fresh = Graph(cluster, partial_pools=True)
+    replayed = fresh.update_allocate(a.jobid, a.R, duration=3600)
+    assert replayed.by_node() == a.by_node()
+    assert [u.used for u in fresh.usage()] == [u.used for u in g.usage()]
+
+
+def test_malformed_inputs_raise_typed_errors_and_change_nothing() -> None:
+    g = Graph(pooled_cluster(nodes=1), partial_pools=True)
+    with pytest.raises(InputError, match="jobspec"):
+        g.match("version: 1\nresources: [{type: bogus, count: 1}]\ntasks: []\nattributes: {}\n")
+    with pytest.raises(InputError):
+        g.match("{{{")
+    with pytest.raises(NotFoundError):
+        g.cancel(42)
+    with pytest.raises(InputError, match="required key"):
+        Graph({"graph": {"nodes": [{"id": "0", "metadata": {"type": "cluster"}}], "edges": []}})
+    assert g.stat()["jobs"] == 0
+    assert all(u.used == 0 for u in g.usage())
+
+
+def test_concurrent_matches_never_over_commit() -> None:
+    g = Graph(pooled_cluster(nodes=4), partial_pools=True)
+    results: list[str] = []
+
+    def worker() -> None:
+        for _ in range(10):
+            results.append(g.match(slot_jobspec(1, 1000, 100)).status)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count("allocated") == 16
+    assert all(u.used <= u.size for u in g.usage())
+
+
+def test_graph_accepts_jgf_text_and_reports_its_size() -> None:
+    g = Graph.from_jgf(json.dumps(pooled_cluster(nodes=3)))
+    assert g.stat() == {"vertices": 10, "edges": 9, "jobs": 0}
