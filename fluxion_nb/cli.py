@@ -6,20 +6,14 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, get_args
 
 from fluxion_nb import _core
 from fluxion_nb.errors import InputError, NotFoundError, StateError
+from fluxion_nb.graph import MatchOp
 from fluxion_nb.jobspec import to_json
 
-_OPS = {
-    "allocate",
-    "allocate_orelse_reserve",
-    "allocate_with_satisfiability",
-    "satisfiability",
-    "without_allocating",
-    "without_allocating_future",
-}
+_OPS = set(get_args(MatchOp))
 _BAR = "INFO: ============================="
 
 
