@@ -1,0 +1,1 @@
+"""The kubelet device plugin advertising fluxion.flux-framework.org/<type> on every node."""

@@ -1,0 +1,99 @@
+"""Every Kubernetes name fluence reads or writes: labels, annotations, resources, env vars.
+
+Kept in one module so that the extender, the webhook, the device plugin and the
+manifests agree on spelling, and so that a rename happens in one place. The
+names follow the Go fluence where it defined them, so clusters and users can
+move between the two.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The scheduler profile (spec.schedulerName) that fluence serves.
+SCHEDULER_NAME = "fluence"
+
+# Prefixes.
+DOMAIN = "fluence.flux-framework.org"
+RESOURCE_PREFIX = "fluxion.flux-framework.org/"
+"""Extended resources advertised by the device plugin: fluxion.flux-framework.org/<type>."""
+
+# Pod annotations written at bind (through the Binding, atomically with spec.nodeName).
+ANNOTATION_BACKEND = f"{DOMAIN}/backend"
+ANNOTATION_ATTR_PREFIX = f"{DOMAIN}/attr-"
+ANNOTATION_ALLOCATION = f"{DOMAIN}/allocation"
+"""JSON record of what a bound pod holds, read back on restart to rebuild the ledger."""
+
+# Pod annotations and labels set by users.
+ANNOTATION_REQUIRE_PREFIX = f"{DOMAIN}/require-"
+"""`require-<attr>: <value>` adds the constraint fluxion.flux-framework.org/<attr>=<value>."""
+LABEL_GROUP = f"{DOMAIN}/group"
+ANNOTATION_GROUP_SIZE = f"{DOMAIN}/group-size"
+ANNOTATION_ENV_CONTAINERS = f"{DOMAIN}/env-containers"
+"""Comma-separated container names that also get the backend env (sidecars)."""
+
+# Objects fluence creates.
+ANNOTATION_CREATED_BY = f"{DOMAIN}/created-by"
+CREATED_BY_WEBHOOK = "fluence-webhook"
+
+# Other projects' group labels that fluence honours.
+LABEL_K8S_POD_GROUP = "scheduling.k8s.io/pod-group"
+LABEL_X_K8S_POD_GROUP = "scheduling.x-k8s.io/pod-group"
+
+# APIs.
+PODGROUP_GROUP = "scheduling.k8s.io"
+PODGROUP_VERSION = "v1alpha2"
+PODGROUP_PLURAL = "podgroups"
+X_PODGROUP_GROUP = "scheduling.x-k8s.io"
+X_PODGROUP_VERSION = "v1alpha1"
+
+# Standard Kubernetes resources the graph models per node.
+RESOURCE_CPU = "cpu"
+RESOURCE_MEMORY = "memory"
+RESOURCE_GPU = "nvidia.com/gpu"
+
+# Graph properties (RFC 31 property constraints test presence, so values ride in the key).
+PROPERTY_VIRTUAL_TRUE = "virtual=true"
+PROPERTY_VIRTUAL_FALSE = "virtual=false"
+PROPERTY_CLASS_PREFIX = "class="
+PROPERTY_ATTR_PREFIX = RESOURCE_PREFIX
+"""Backend attributes become properties fluxion.flux-framework.org/<attr>=<value>."""
+ATTR_BACKEND = "backend"
+
+# Env vars injected into workload containers by the webhook.
+ENV_QRMI_BACKEND = "QRMI_BACKEND"
+ENV_FLUXION_BACKEND = "FLUXION_BACKEND"
+ENV_FLUXION_PREFIX = "FLUXION_"
+
+# Taints that keep a node out of the graph unless tolerated.
+CONTROL_PLANE_TAINTS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+def resource_name(rtype: str) -> str:
+    """The extended resource a pod requests to get a ``rtype`` vertex."""
+    return RESOURCE_PREFIX + rtype
+
+
+def resource_type(name: str) -> str | None:
+    """Inverse of :func:`resource_name`; None for names outside the prefix."""
+    return name[len(RESOURCE_PREFIX) :] if name.startswith(RESOURCE_PREFIX) else None
+
+
+def attr_annotation(key: str) -> str:
+    return ANNOTATION_ATTR_PREFIX + key
+
+
+def attr_property(key: str, value: str) -> str:
+    return f"{PROPERTY_ATTR_PREFIX}{key}={value}" if value else f"{PROPERTY_ATTR_PREFIX}{key}"
+
+
+def attr_env(key: str) -> str:
+    """FLUXION_<KEY>: upper case, every character outside [A-Za-z0-9] turned into '_'."""
+    return ENV_FLUXION_PREFIX + _NOT_ALNUM.sub("_", key).upper()
+
+
+def annotation_fieldpath(annotation: str) -> str:
+    """The downward-API fieldPath that reads one pod annotation."""
+    return f"metadata.annotations['{annotation}']"

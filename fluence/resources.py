@@ -1,0 +1,204 @@
+"""The resources config: non-node resources (quantum backends and the like) to add to the graph.
+
+Same schema as the Go fluence's ``FLUENCE_RESOURCES`` file, so one ConfigMap
+serves both::
+
+    resources:
+      - type: qdevice          # required; requestable as fluxion.flux-framework.org/qdevice
+        name: ibm_fez          # optional; a top-level name is the backend identity
+        count: 1               # optional, default 1
+        parent: cluster        # optional, top level only: "cluster" or a node name
+        attributes: ibm        # a reference into `attributes:`, or an inline map
+        with: [...]            # children, same schema
+    attributes:
+      ibm: {vendor: ibm, qrmi_type: qiskit-runtime-service}
+
+Attributes are inherited by children, which may override a key or clear it
+with an empty string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fluence import names
+
+
+class ResourcesConfigError(ValueError):
+    """The resources config cannot be used; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One configured resource with its attributes resolved (inherited and overridden)."""
+
+    type: str
+    name: str
+    count: int
+    parent: str
+    attributes: Mapping[str, str]
+    backend: str
+    """Name of the top-level resource this one belongs to ("" when it has none)."""
+    children: tuple[Resource, ...] = ()
+
+    def walk(self) -> Iterator[Resource]:
+        """This resource and every descendant, depth first."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def subtree_types(self) -> set[str]:
+        return {r.type for r in self.walk()}
+
+
+@dataclass(frozen=True)
+class ResourcesConfig:
+    resources: tuple[Resource, ...] = ()
+    registry: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def walk(self) -> Iterator[Resource]:
+        for r in self.resources:
+            yield from r.walk()
+
+    def types(self) -> list[str]:
+        """Every configured type at every depth, sorted and unique."""
+        return sorted({r.type for r in self.walk()})
+
+    def resource_names(self) -> list[str]:
+        """The extended resources to advertise: fluxion.flux-framework.org/<type>."""
+        return [names.resource_name(t) for t in self.types()]
+
+    def attribute_keys(self) -> list[str]:
+        """Union of resolved attribute keys (the webhook's env contract), without ``backend``."""
+        keys = {k for r in self.walk() for k in r.attributes}
+        keys.discard(names.ATTR_BACKEND)
+        return sorted(keys)
+
+    @property
+    def empty(self) -> bool:
+        return not self.resources
+
+
+def parse(text: str) -> ResourcesConfig:
+    """Parse and validate a resources config (YAML or JSON). Empty text means no resources."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ResourcesConfigError(f"resources config is not valid YAML: {e}") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ResourcesConfigError("resources config must be a mapping with a 'resources:' list")
+    raw_resources = doc.get("resources") or []
+    if not isinstance(raw_resources, list):
+        raise ResourcesConfigError("'resources' must be a list")
+    if not raw_resources and _has_content(text):
+        raise ResourcesConfigError(
+            "resources config has content but defines no resources: expected a top-level "
+            "'resources:' list (check the schema)"
+        )
+    registry = _registry(doc.get("attributes"))
+    resolved = tuple(_resource(r, {}, "", registry, top=True) for r in raw_resources)
+    seen_names: set[str] = set()
+    for r in resolved:
+        if r.name:
+            if r.name in seen_names:
+                raise ResourcesConfigError(f"resource name {r.name!r} is used twice")
+            seen_names.add(r.name)
+    return ResourcesConfig(resolved, registry)
+
+
+def load(path: str | Path | None) -> ResourcesConfig:
+    """Read the config file; a path that is unset or missing means classical-only (no resources)."""
+    if not path:
+        return ResourcesConfig()
+    p = Path(path)
+    if not p.exists():
+        return ResourcesConfig()
+    return parse(p.read_text())
+
+
+def _has_content(text: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("#") for line in text.splitlines())
+
+
+def _registry(raw: Any) -> dict[str, dict[str, str]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ResourcesConfigError("'attributes' must map a set name to a map of attributes")
+    out: dict[str, dict[str, str]] = {}
+    for set_name, attrs in raw.items():
+        if not isinstance(attrs, dict):
+            raise ResourcesConfigError(f"attribute set {set_name!r} must be a map")
+        out[str(set_name)] = {str(k): _scalar(v) for k, v in attrs.items()}
+    return out
+
+
+def _scalar(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float | str):
+        return str(v)
+    raise ResourcesConfigError(f"attribute values must be scalars, got: {v!r}")
+
+
+def _resource(
+    raw: Any,
+    inherited: Mapping[str, str],
+    backend: str,
+    registry: Mapping[str, Mapping[str, str]],
+    *,
+    top: bool,
+) -> Resource:
+    if not isinstance(raw, dict):
+        raise ResourcesConfigError(f"a resource must be a map, got: {raw!r}")
+    rtype = raw.get("type")
+    if not rtype or not isinstance(rtype, str):
+        raise ResourcesConfigError("resource is missing required field 'type'")
+    if not _valid_type(rtype):
+        raise ResourcesConfigError(
+            f"resource type {rtype!r} must be lower-case letters, digits, '-', '_' or '.'"
+        )
+    name = raw.get("name") or ""
+    if not isinstance(name, str):
+        raise ResourcesConfigError(f"resource {rtype!r}: 'name' must be a string")
+    count = raw.get("count", 1)
+    if count is None:
+        count = 1
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ResourcesConfigError(f"resource {rtype!r}: 'count' must be a positive integer")
+    parent = raw.get("parent") or "cluster"
+    if not top and raw.get("parent"):
+        raise ResourcesConfigError(f"resource {rtype!r}: only top-level resources take 'parent'")
+    attrs = dict(inherited)
+    spec = raw.get("attributes")
+    if isinstance(spec, str):
+        if spec not in registry:
+            raise ResourcesConfigError(
+                f"resource {name or rtype!r} references unknown attribute set {spec!r}"
+            )
+        attrs.update(registry[spec])
+    elif isinstance(spec, dict):
+        attrs.update({str(k): _scalar(v) for k, v in spec.items()})
+    elif spec is not None:
+        raise ResourcesConfigError(f"attributes must be a string reference or a map, got: {spec!r}")
+    attrs = {k: v for k, v in attrs.items() if v != ""}
+    if top:
+        backend = name
+    kids_raw = raw.get("with") or []
+    if not isinstance(kids_raw, list):
+        raise ResourcesConfigError(f"resource {rtype!r}: 'with' must be a list")
+    children = tuple(_resource(k, attrs, backend, registry, top=False) for k in kids_raw)
+    return Resource(rtype, name, int(count), str(parent), attrs, backend, children)
+
+
+def _valid_type(t: str) -> bool:
+    return all(c.islower() or c.isdigit() or c in "-_." for c in t) and t[0].isalnum()

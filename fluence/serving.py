@@ -1,0 +1,123 @@
+"""Serving an ASGI app with Hypercorn: HTTP/1.1 and HTTP/2, optional TLS that follows cert rotation.
+
+Hypercorn reads certificates once, at startup. Here the server keeps its own
+``SSLContext`` and loads the files into it again when they change (a Secret
+mount updated by cert-manager swaps them in place), so new connections get the
+new certificate without a restart and any number of replicas can share it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import ssl
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    cert: Path
+    key: Path
+
+
+class ReloadingTLS:
+    """An SSLContext whose certificate chain is reloaded when its files change."""
+
+    def __init__(self, files: TLSFiles) -> None:
+        self.files = files
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.context.set_alpn_protocols(["h2", "http/1.1"])
+        self._stamp: tuple[float, float] | None = None
+        self.reload_if_changed()
+
+    def _current_stamp(self) -> tuple[float, float]:
+        return (os.stat(self.files.cert).st_mtime, os.stat(self.files.key).st_mtime)
+
+    def reload_if_changed(self) -> bool:
+        """Load the files if they changed since the last load; a bad pair keeps the old one."""
+        try:
+            stamp = self._current_stamp()
+        except OSError as e:
+            log.warning("tls files unreadable", extra={"error": str(e)})
+            return False
+        if stamp == self._stamp:
+            return False
+        try:
+            self.context.load_cert_chain(self.files.cert, self.files.key)
+        except (ssl.SSLError, OSError) as e:
+            if self._stamp is None:
+                raise
+            log.error("tls reload failed, keeping the old certificate", extra={"error": str(e)})
+            return False
+        if self._stamp is not None:
+            log.info("tls certificate reloaded", extra={"cert": str(self.files.cert)})
+        self._stamp = stamp
+        return True
+
+    async def watch(self, interval: float = 2.0) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.reload_if_changed()
+
+
+class _Config(Config):
+    """Hypercorn config that hands out our own (reloadable) SSLContext."""
+
+    tls: ReloadingTLS | None = None
+
+    @property
+    def ssl_enabled(self) -> bool:
+        return self.tls is not None
+
+    def create_ssl_context(self) -> ssl.SSLContext | None:
+        return self.tls.context if self.tls else None
+
+
+def hypercorn_config(bind: str, tls: ReloadingTLS | None = None) -> Config:
+    config = _Config()
+    config.bind = [bind]
+    config.tls = tls
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.keep_alive_timeout = 75
+    return config
+
+
+async def serve_app(
+    app: Any,
+    bind: str,
+    *,
+    tls_files: TLSFiles | None = None,
+    background: list[Callable[[], Coroutine[Any, Any, None]]] | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, running background coroutines beside the server."""
+    tls = ReloadingTLS(tls_files) if tls_files else None
+    config = hypercorn_config(bind, tls)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    tasks: list[asyncio.Task[None]] = [asyncio.create_task(fn()) for fn in (background or [])]
+    if tls:
+        tasks.append(asyncio.create_task(tls.watch()))
+    if on_ready:
+        on_ready()
+    log.info("serving", extra={"bind": bind, "tls": bool(tls)})
+    try:
+        await serve(app, config, shutdown_trigger=stop.wait)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,149 @@
+"""Logs, traces and metrics, set up the same way in every fluence binary.
+
+- Logs are one JSON object per line on stderr (``FLUENCE_LOG_FORMAT=text`` for humans).
+- Metrics go through OpenTelemetry into the Prometheus client registry; each server
+  mounts :func:`metrics_app` at ``/metrics``.
+- Traces use the OpenTelemetry SDK; spans are exported over OTLP only when the
+  standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) variable is set and
+  an OTLP exporter package is installed, so nothing is sent anywhere by default.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import make_asgi_app
+
+_configured: str | None = None
+
+# Latency buckets in seconds, fine enough for sub-millisecond handlers.
+LATENCY_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record; ``extra={...}`` fields are carried as keys."""
+
+    _plain = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": round(record.created, 6),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for k, v in record.__dict__.items():
+            if k not in self._plain and not k.startswith("_"):
+                out[k] = v
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            out["trace_id"] = format(span.trace_id, "032x")
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup(service: str, *, level: str | None = None) -> None:
+    """Configure logging, the meter provider and the tracer provider once per process."""
+    global _configured
+    if _configured:
+        return
+    _configured = service
+    handler = logging.StreamHandler(sys.stderr)
+    if os.environ.get("FLUENCE_LOG_FORMAT", "json") == "text":
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    else:
+        handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel((level or os.environ.get("FLUENCE_LOG_LEVEL", "INFO")).upper())
+
+    resource = Resource.create({SERVICE_NAME: service})
+    metrics.set_meter_provider(
+        MeterProvider(
+            resource=resource,
+            metric_readers=[PrometheusMetricReader()],
+            # Every histogram fluence records is a latency in seconds.
+            views=[
+                View(
+                    instrument_type=Histogram,
+                    aggregation=ExplicitBucketHistogramAggregation(LATENCY_BUCKETS),
+                )
+            ],
+        )
+    )
+    tracer_provider = TracerProvider(resource=resource)
+    _add_otlp_exporter(tracer_provider)
+    trace.set_tracer_provider(tracer_provider)
+
+
+def _add_otlp_exporter(provider: TracerProvider) -> None:
+    if not (
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    ):
+        return
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[import-not-found]
+            OTLPSpanExporter,
+        )
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        logging.getLogger(__name__).warning(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OTLP exporter is not installed"
+        )
+        return
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+
+
+def meter(name: str) -> metrics.Meter:
+    return metrics.get_meter(name)
+
+
+def tracer(name: str) -> trace.Tracer:
+    return trace.get_tracer(name)
+
+
+def metrics_app() -> Any:
+    """An ASGI app serving the Prometheus text format for everything recorded in this process."""
+    return make_asgi_app()
+
+
+class Stopwatch:
+    """Elapsed seconds since creation, from the monotonic clock."""
+
+    __slots__ = ("start",)
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start

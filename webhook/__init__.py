@@ -1,0 +1,1 @@
+"""The mutating admission webhook: backend env through the downward API, and gang wiring."""
