@@ -97,7 +97,7 @@ def parse(text: str) -> ResourcesConfig:
     raw_resources = doc.get("resources") or []
     if not isinstance(raw_resources, list):
         raise ResourcesConfigError("'resources' must be a list")
-    if not raw_resources and _has_content(text):
+    if "resources" not in doc and _has_content(text):
         raise ResourcesConfigError(
             "resources config has content but defines no resources: expected a top-level "
             "'resources:' list (check the schema)"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <unordered_set>
 
 #include "errors.hpp"
 #include "json.hpp"
@@ -165,7 +166,7 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
     std::vector<Pending> pend;
     pend.reserve(nodes.items().size());
     std::unordered_map<std::string, size_t> new_keys;
-    std::set<std::string> new_paths;
+    std::unordered_set<std::string> new_paths;
     size_t i = 0;
     for (const auto &n : nodes.items()) {
         std::string where = "JGF node " + std::to_string(i);
@@ -271,7 +272,7 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         std::string src, tgt, subsystem;
     };
     std::vector<PendingEdge> pedges;
-    std::map<std::string, int> parents_seen;
+    std::unordered_map<std::string, int> parents_seen;
     if (edges_v) {
         size_t j = 0;
         for (const auto &e : edges_v->items()) {

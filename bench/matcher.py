@@ -1,0 +1,190 @@
+"""Matcher speed: graph load, memory and per-match latency, compared with flux-sched's resource-query.
+
+Runs the same cases as the flux-sched baseline (synthetic clusters of 100, 1,000
+and 5,000 nodes; jobspecs node1x, core4, gang16, node64x; policies first, low,
+lonode, high), each case in its own process so RSS is the case's own. Prints one
+JSON document and draws ``bench/out/matcher.png``.
+
+The baseline numbers are resource-query's, measured on a machine of the same
+kind and kept in the reference notes; each row prints the ratio baseline/ours
+(above 1 means fluence is faster). Usage::
+
+    python bench/matcher.py [--sizes 100,1000,5000] [--quick] [--out bench/out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("FLUENCE_SHARED", ROOT.parent / "shared"))
+INPUTS = SHARED / "bench-inputs"
+
+# resource-query (flux-sched v0.54, -O3) on the same kind of machine: p50 ms per match,
+# graph load seconds and max RSS MB (one run each, read as +-10-20 %).
+BASELINE: dict[tuple[int, str, str], float] = {
+    (100, "first", "node1x"): 0.567,
+    (100, "low", "node1x"): 7.295,
+    (100, "lonode", "node1x"): 6.944,
+    (100, "high", "node1x"): 5.21,
+    (100, "first", "core4"): 0.22,
+    (100, "low", "core4"): 5.51,
+    (100, "high", "core4"): 6.282,
+    (100, "first", "gang16"): 1.44,
+    (100, "high", "gang16"): 6.259,
+    (100, "first", "node64x"): 8.062,
+    (1000, "first", "node1x"): 0.345,
+    (1000, "low", "node1x"): 117.677,
+    (1000, "lonode", "node1x"): 104.919,
+    (1000, "high", "node1x"): 92.627,
+    (1000, "first", "core4"): 0.217,
+    (1000, "low", "core4"): 149.558,
+    (1000, "high", "core4"): 153.977,
+    (1000, "first", "gang16"): 41.087,
+    (1000, "high", "gang16"): 88.806,
+    (1000, "first", "node64x"): 8.038,
+    (5000, "first", "node1x"): 0.604,
+    (5000, "low", "node1x"): 652.765,
+    (5000, "lonode", "node1x"): 848.402,
+    (5000, "high", "node1x"): 1014.126,
+    (5000, "first", "core4"): 0.372,
+    (5000, "low", "core4"): 1213.959,
+    (5000, "high", "core4"): 914.417,
+    (5000, "first", "gang16"): 63.864,
+    (5000, "high", "gang16"): 613.35,
+    (5000, "first", "node64x"): 7.264,
+}
+BASELINE_LOAD_S = {100: 0.18, 1000: 2.59, 5000: 16.5}
+BASELINE_RSS_MB = {100: 54.4, 1000: 535.0, 5000: 2404.3}
+
+# Match counts: enough to fill the graph for `first`, fewer for the whole-graph policies.
+CAPS = {"first": 1000, "low": 50, "lonode": 50, "high": 50}
+
+
+def graph_file(nodes: int, out: Path) -> Path:
+    path = out / f"c{nodes}.json"
+    if not path.exists():
+        subprocess.run(
+            [sys.executable, str(INPUTS / "gen_jgf.py"), str(nodes), str(path)], check=True
+        )
+    return path
+
+
+def run_case(graph: Path, policy: str, jobspec: Path, count: int) -> dict[str, Any]:
+    """In a child process: load, then `count` allocate matches, timing each."""
+    import psutil
+
+    from fluxion_nb import Graph
+
+    text = graph.read_text()
+    t0 = time.perf_counter()
+    g = Graph(text, policy=policy, match_format="rv1_nosched")
+    load_s = time.perf_counter() - t0
+    del text
+    spec = jobspec.read_text()
+    ok_ms: list[float] = []
+    failed_ms: list[float] = []
+    for _ in range(count):
+        t = time.perf_counter()
+        a = g.match(spec)
+        ms = (time.perf_counter() - t) * 1000
+        (ok_ms if a.ok else failed_ms).append(ms)
+        if not a.ok:
+            break
+    rss_mb = psutil.Process().memory_info().rss / 2**20
+    return {"load_s": load_s, "ok_ms": ok_ms, "failed_ms": failed_ms, "rss_mb": rss_mb}
+
+
+def summarize(nodes: int, policy: str, js: str, raw: dict[str, Any]) -> dict[str, Any]:
+    ok = sorted(raw["ok_ms"])
+
+    def pct(p: float) -> float | None:
+        return round(ok[min(len(ok) - 1, int(p * len(ok)))], 4) if ok else None
+
+    p50 = pct(0.5)
+    base = BASELINE.get((nodes, policy, js))
+    return {
+        "graph": f"c{nodes}",
+        "policy": policy,
+        "jobspec": js,
+        "matches_ok": len(ok),
+        "matches_failed": len(raw["failed_ms"]),
+        "mean_ms": round(statistics.fmean(ok), 4) if ok else None,
+        "p50_ms": p50,
+        "p99_ms": pct(0.99),
+        "max_ms": round(ok[-1], 4) if ok else None,
+        "load_s": round(raw["load_s"], 3),
+        "rss_mb": round(raw["rss_mb"], 1),
+        "baseline_p50_ms": base,
+        "speedup_p50": round(base / p50, 1) if base and p50 else None,
+        "load_speedup": round(BASELINE_LOAD_S[nodes] / raw["load_s"], 1),
+        "rss_ratio": round(BASELINE_RSS_MB[nodes] / raw["rss_mb"], 1),
+    }
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r["p50_ms"] and r["baseline_p50_ms"]]
+    labels = [f"{r['graph']} {r['policy']} {r['jobspec']}" for r in rows]
+    x = range(len(rows))
+    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.45), 5))
+    ax.bar([i - 0.2 for i in x], [r["baseline_p50_ms"] for r in rows], 0.4, label="resource-query")
+    ax.bar([i + 0.2 for i in x], [r["p50_ms"] for r in rows], 0.4, label="fluxion_nb")
+    ax.set_yscale("log")
+    ax.set_ylabel("p50 ms per match (log)")
+    ax.set_xticks(list(x), labels, rotation=70, ha="right", fontsize=7)
+    ax.legend()
+    ax.set_title("Match latency: fluxion_nb vs flux-sched resource-query")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="100,1000,5000")
+    ap.add_argument("--quick", action="store_true", help="first policy and 100 matches only")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    ap.add_argument("--case", nargs=4, help=argparse.SUPPRESS)  # child: graph policy jobspec K
+    a = ap.parse_args()
+    if a.case:
+        g, policy, js, k = a.case
+        print(json.dumps(run_case(Path(g), policy, Path(js), int(k))))
+        return
+    a.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for nodes in (int(s) for s in a.sizes.split(",")):
+        graph = graph_file(nodes, a.out)
+        for (n, policy, js), _ in BASELINE.items():
+            if n != nodes or (a.quick and policy != "first"):
+                continue
+            k = 100 if a.quick else CAPS[policy]
+            spec = INPUTS / "jobspecs" / f"{js}.yaml"
+            proc = subprocess.run(
+                [sys.executable, __file__, "--case", str(graph), policy, str(spec), str(k)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            row = summarize(nodes, policy, js, json.loads(proc.stdout))
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    doc = {"benchmark": "matcher", "rows": rows}
+    (a.out / "matcher.json").write_text(json.dumps(doc, indent=1))
+    plot(rows, a.out / "matcher.png")
+    print(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()
