@@ -313,6 +313,7 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
 
     // Commit.
     std::vector<int> added;
+    const int first_new = static_cast<int>(vertices.size());
     std::unordered_map<std::string, int> local;
     for (auto &p : pend) {
         if (p.existing) {
@@ -333,10 +334,12 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         if (std::count(vertices.back().path.begin(), vertices.back().path.end(), '/') == 1) root = idx;
     }
     for (const auto &pe : pedges) {
-        int s = local.count(pe.src) ? local[pe.src] : key_to_vertex_.at(pe.src);
-        int t = local.count(pe.tgt) ? local[pe.tgt] : key_to_vertex_.at(pe.tgt);
-        bool touches_new = std::find(added.begin(), added.end(), s) != added.end() ||
-                           std::find(added.begin(), added.end(), t) != added.end();
+        auto ls = local.find(pe.src);
+        auto lt = local.find(pe.tgt);
+        int s = ls != local.end() ? ls->second : key_to_vertex_.at(pe.src);
+        int t = lt != local.end() ? lt->second : key_to_vertex_.at(pe.tgt);
+        // New vertices were appended, so they are exactly the indices from first_new on.
+        bool touches_new = s >= first_new || t >= first_new;
         if (attach && !touches_new) continue;
         add_edge(s, t, pe.subsystem);
     }

@@ -1,6 +1,9 @@
 #include "matcher.hpp"
 
 #include <chrono>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "errors.hpp"
 #include "jobspec.hpp"
@@ -25,6 +28,11 @@ Matcher::Matcher(const std::string &jgf, MatcherOptions opts) : opts_(std::move(
     g_->load_jgf(jgf);
     trav_ = std::make_unique<Traverser>(*g_, p, opts_.prune_filters);
     trav_->initialize();
+#if defined(__GLIBC__)
+    // The parsed JGF document is far larger than the graph built from it; hand
+    // its freed pages back so a long-running process keeps only the graph.
+    malloc_trim(0);
+#endif
 }
 
 void Matcher::set_match_format(const std::string &f) {
