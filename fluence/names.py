@@ -35,6 +35,15 @@ ANNOTATION_ENV_CONTAINERS = f"{DOMAIN}/env-containers"
 # Objects fluence creates.
 ANNOTATION_CREATED_BY = f"{DOMAIN}/created-by"
 CREATED_BY_WEBHOOK = "fluence-webhook"
+LABEL_FAKE_NODE = f"{DOMAIN}/fake-node"
+"""On nodes the local test control plane creates (no kubelet behind them)."""
+
+# The mutating webhook's registration.
+WEBHOOK_CONFIG_NAME = "fluence-webhook"
+WEBHOOK_NAME = f"pods.{DOMAIN}"
+WEBHOOK_PATH = "/mutate"
+CERT_MANAGER_INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
+"""Annotation asking cert-manager's cainjector to keep a webhook's caBundle current."""
 
 # Other projects' group labels that fluence honours.
 LABEL_K8S_POD_GROUP = "scheduling.k8s.io/pod-group"
@@ -64,6 +73,12 @@ ATTR_BACKEND = "backend"
 ENV_QRMI_BACKEND = "QRMI_BACKEND"
 ENV_FLUXION_BACKEND = "FLUXION_BACKEND"
 ENV_FLUXION_PREFIX = "FLUXION_"
+
+# Device plugin: socket files in the kubelet's device-plugins directory and the
+# env var listing the devices granted to a container.
+DEVICE_PLUGIN_SOCKET_PREFIX = "fluence-"
+ENV_DEVICES_PREFIX = "FLUENCE_"
+ENV_DEVICES_SUFFIX = "_DEVICES"
 
 # Taints that keep a node out of the graph unless tolerated.
 CONTROL_PLANE_TAINTS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
@@ -97,3 +112,8 @@ def attr_env(key: str) -> str:
 def annotation_fieldpath(annotation: str) -> str:
     """The downward-API fieldPath that reads one pod annotation."""
     return f"metadata.annotations['{annotation}']"
+
+
+def devices_env(rtype: str) -> str:
+    """FLUENCE_<TYPE>_DEVICES: the ``rtype`` device IDs the kubelet granted a container."""
+    return ENV_DEVICES_PREFIX + _NOT_ALNUM.sub("_", rtype).upper() + ENV_DEVICES_SUFFIX

@@ -1,0 +1,195 @@
+"""Every manifest in deploy/ and examples/ is accepted by a real apiserver (server-side dry run).
+
+Each Kubernetes object is created with ``dryRun=All``: the apiserver decodes,
+defaults, validates and runs admission on it without storing it. The
+namespaces the objects live in are created for real first. Documents that are
+not Kubernetes objects (the resources config, the kind cluster config) are left
+out by name of their API group or by lacking apiVersion/kind.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fluence.controlplane import ControlPlane, KubeApiError
+from fluence.controlplane.cluster import FEATURE_GATES, RUNTIME_CONFIG
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST_FILES = sorted([*REPO.glob("deploy/*.yaml"), *REPO.glob("examples/*.yaml")])
+# API groups of configuration files that are YAML but not objects for an apiserver.
+NOT_KUBERNETES_GROUPS = {"kind.x-k8s.io"}
+
+# cert-manager is not part of the test control plane. Its Issuer and Certificate are
+# served here through minimal CRDs whose schema preserves unknown fields: the dry run
+# then checks apiVersion/kind/metadata and the namespace, not cert-manager's own schema.
+CERT_MANAGER_KINDS = {"Issuer": "issuers", "Certificate": "certificates"}
+
+
+@dataclass(frozen=True)
+class Document:
+    path: Path
+    index: int
+    body: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        meta = self.body.get("metadata") or {}
+        return f"{self.path.relative_to(REPO)}#{self.index} {self.body['kind']}/{meta.get('name')}"
+
+
+def kubernetes_documents(path: Path) -> list[Document]:
+    docs = []
+    for index, body in enumerate(yaml.safe_load_all(path.read_text())):
+        if not isinstance(body, dict) or "apiVersion" not in body or "kind" not in body:
+            continue
+        group = body["apiVersion"].rpartition("/")[0]
+        if group in NOT_KUBERNETES_GROUPS:
+            continue
+        docs.append(Document(path, index, body))
+    return docs
+
+
+def cert_manager_crd(kind: str, plural: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.cert-manager.io"},
+        "spec": {
+            "group": "cert-manager.io",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+class Discovery:
+    """Maps (apiVersion, kind) to the resource path, as kubectl does with discovery."""
+
+    def __init__(self, control_plane: ControlPlane) -> None:
+        self._cp = control_plane
+        self._cache: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    def resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
+        """``(plural, namespaced)`` or None when the apiserver does not serve the kind."""
+        if api_version not in self._cache:
+            base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+            try:
+                listing = self._cp.rest.get(base)
+            except KubeApiError as exc:
+                if exc.status != 404:
+                    raise
+                listing = {"resources": []}
+            self._cache[api_version] = {
+                r["kind"]: (r["name"], bool(r["namespaced"]))
+                for r in listing.get("resources", [])
+                if "/" not in r["name"]
+            }
+        return self._cache[api_version].get(kind)
+
+    def collection_path(self, api_version: str, plural: str, namespace: str | None) -> str:
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        if namespace is None:
+            return f"{base}/{plural}"
+        return f"{base}/namespaces/{namespace}/{plural}"
+
+
+@pytest.fixture(scope="module")
+def served_cert_manager(control_plane: ControlPlane) -> None:
+    for kind, plural in CERT_MANAGER_KINDS.items():
+        name = f"{plural}.cert-manager.io"
+        try:
+            control_plane.rest.get(
+                f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+            )
+        except KubeApiError:
+            control_plane.rest.create(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                cert_manager_crd(kind, plural),
+            )
+    # Discovery lags CRD creation by a moment; wait until both kinds are served.
+    deadline = time.monotonic() + 30
+    while True:
+        discovery = Discovery(control_plane)
+        if all(discovery.resource("cert-manager.io/v1", k) for k in CERT_MANAGER_KINDS):
+            return
+        assert time.monotonic() < deadline, "cert-manager CRDs not served after 30s"
+        time.sleep(0.2)
+
+
+def ensure_namespace(control_plane: ControlPlane, name: str) -> None:
+    try:
+        control_plane.rest.get(f"/api/v1/namespaces/{name}")
+    except KubeApiError as exc:
+        if exc.status != 404:
+            raise
+        control_plane.create_namespace(name)
+
+
+def test_manifest_files_exist() -> None:
+    assert (REPO / "deploy" / "kind-config.yaml") in MANIFEST_FILES
+    assert any(kubernetes_documents(path) for path in MANIFEST_FILES)
+
+
+@pytest.mark.parametrize("path", MANIFEST_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_server_side_dry_run_accepts_every_object(
+    control_plane: ControlPlane, served_cert_manager: None, path: Path
+) -> None:
+    documents = kubernetes_documents(path)
+    discovery = Discovery(control_plane)
+    # Namespace objects in the file are checked before their namespaces are created for real.
+    ordered = sorted(documents, key=lambda d: d.body["kind"] != "Namespace")
+    failures: list[str] = []
+    for doc in ordered:
+        api_version, kind = doc.body["apiVersion"], doc.body["kind"]
+        resource = discovery.resource(api_version, kind)
+        if resource is None:
+            failures.append(f"{doc.label}: {api_version} {kind} is not served by the apiserver")
+            continue
+        plural, namespaced = resource
+        namespace = None
+        if namespaced:
+            namespace = (doc.body.get("metadata") or {}).get("namespace") or "default"
+            ensure_namespace(control_plane, namespace)
+        try:
+            control_plane.rest.create(
+                discovery.collection_path(api_version, plural, namespace),
+                doc.body,
+                dryRun="All",
+                fieldValidation="Strict",
+            )
+        except KubeApiError as exc:
+            failures.append(f"{doc.label}: {exc}")
+    assert not failures, "server-side dry run rejected:\n" + "\n".join(failures)
+
+
+def test_kind_config_enables_what_the_test_control_plane_enables() -> None:
+    config = yaml.safe_load((REPO / "deploy" / "kind-config.yaml").read_text())
+    assert config["apiVersion"] == "kind.x-k8s.io/v1alpha4" and config["kind"] == "Cluster"
+    gates = dict(item.split("=") for item in FEATURE_GATES.split(","))
+    assert {k: str(v).lower() for k, v in config["featureGates"].items()} == gates
+    group_version, value = RUNTIME_CONFIG.split("=")
+    assert config["runtimeConfig"] == {group_version: value}
+    images = {node["image"] for node in config["nodes"]}
+    assert len(images) == 1
+    (image,) = images
+    assert image.startswith("kindest/node:v1.36.") and "@sha256:" in image
+    assert [n["role"] for n in config["nodes"]].count("control-plane") == 1
