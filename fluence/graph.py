@@ -1,0 +1,564 @@
+"""The cluster as a Fluxion resource graph, kept in step with the API server.
+
+JGF conventions follow the Go fluence (see the module docs of the project):
+one ``cluster`` root; one ``node`` vertex per Kubernetes node, named after it,
+with property ``virtual=false`` and pooled ``core`` (allocatable millicores),
+``memory`` (MiB, rounded down) and ``gpu`` children; every configured virtual
+resource at every depth is a vertex of type ``node`` (basename = its type) with
+``virtual=true``, ``class=<t>`` for every type in its subtree and
+``fluxion.flux-framework.org/<k>=<v>`` for its attributes and top-level
+backend. Pools are matched in partial-pool mode so many pods share a node.
+
+Live updates without restart: a new node is attached as a subgraph; a deleted
+node is removed (or marked down until the jobs on it end); a cordoned node is
+marked down; a node whose allocatable changed, or a new resources config, makes
+the graph rebuild and replay every held job (jobs that no longer fit are
+reported back to the caller).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fluence import names
+from fluence.pods import COMPUTE_TYPES, CORE, GPU, MEMORY, Node, Pod, node_capacity
+from fluence.resources import Resource, ResourcesConfig
+from fluxion_nb import Graph
+from fluxion_nb.errors import NotFoundError, StateError
+from fluxion_nb.graph import Allocation, MatchOp
+
+log = logging.getLogger(__name__)
+
+CLUSTER = "cluster"
+PARTIAL_POOLS = frozenset({CORE, MEMORY, GPU})
+HOLD_DURATION = 3153600000
+"""How long a ``duration: 0`` job is held: the graph's whole horizon (until cancelled)."""
+_UNITS = {CORE: "", MEMORY: "MiB", GPU: ""}
+_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass
+class PoolVertex:
+    uid: str
+    type: str
+    name: str
+    path: str
+    size: int
+
+
+@dataclass
+class NodeVertices:
+    """Where one Kubernetes node lives in the graph."""
+
+    uid: str
+    path: str
+    capacity: dict[str, int]
+    pools: dict[str, PoolVertex] = field(default_factory=dict)
+    down: bool = False
+    deleted: bool = False
+    node: Node | None = None
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A top-level virtual resource (e.g. a quantum device) a device match can land on."""
+
+    uid: str
+    name: str
+    path: str
+    types: frozenset[str]
+    attributes: Mapping[str, str]
+
+
+class _Builder:
+    """Hands out JGF vertex ids, per-basename indices and ranks the way the Go builder does."""
+
+    def __init__(self) -> None:
+        self.next_uid = 0
+        self.next_rank = 0
+        self.per_basename: dict[str, int] = {}
+
+    def vertex(
+        self,
+        typ: str,
+        basename: str,
+        name: str,
+        path_parent: str,
+        *,
+        size: int = 1,
+        unit: str = "",
+        rank: bool = False,
+        flat: Mapping[str, Any] | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        idx = self.per_basename.get(basename, 0)
+        self.per_basename[basename] = idx + 1
+        uid = self.next_uid
+        self.next_uid += 1
+        r = -1
+        if rank:
+            r = self.next_rank
+            self.next_rank += 1
+        vname = name or f"{basename}{idx}"
+        md: dict[str, Any] = {
+            "basename": basename,
+            "exclusive": False,
+            "id": idx,
+            "name": vname,
+            "paths": {"containment": f"{path_parent}/{vname}"},
+            "rank": r,
+            "size": max(size, 1) if size else 1,
+            "type": typ,
+            "uniq_id": uid,
+            "unit": unit,
+        }
+        for k, v in (flat or {}).items():
+            md.setdefault(k, v)
+        if properties:
+            md["properties"] = dict(sorted(properties.items()))
+        return {"id": str(uid), "metadata": dict(sorted(md.items()))}
+
+
+def _edge(src: str, tgt: str) -> dict[str, Any]:
+    return {"source": src, "target": tgt, "metadata": {"subsystem": "containment"}}
+
+
+def virtual_properties(res: Resource) -> dict[str, str]:
+    """RFC 31 properties of a virtual vertex: presence-tested keys with values folded in."""
+    props = {names.PROPERTY_VIRTUAL_TRUE: ""}
+    for t in res.subtree_types():
+        props[names.PROPERTY_CLASS_PREFIX + t] = ""
+    for k, v in res.attributes.items():
+        if k != names.ATTR_BACKEND and v != "":
+            props[names.attr_property(k, v)] = ""
+    if res.backend:
+        props[names.attr_property(names.ATTR_BACKEND, res.backend)] = ""
+    return props
+
+
+def schedulable(node: Node) -> bool:
+    """Cordoned nodes take no new pods from anyone."""
+    return not node.spec.unschedulable
+
+
+def untolerated(node: Node, pod: Pod) -> bool:
+    """Does the node carry a NoSchedule/NoExecute taint this pod does not tolerate?"""
+    return any(t.effect in _TAINT_EFFECTS and not pod.tolerates(t) for t in node.spec.taints)
+
+
+def unselected(node: Node, pod: Pod) -> bool:
+    """Does the pod's nodeSelector rule this node out?"""
+    labels = node.metadata.labels
+    return any(labels.get(k) != v for k, v in pod.spec.node_selector.items())
+
+
+class ClusterGraph:
+    """Owner of capacity: the matcher graph, its vertex index, and every job held on it.
+
+    Thread-safe; every public method takes the same lock, so a caller that needs
+    several steps to be atomic (match, then split into per-pod jobs) holds
+    :attr:`lock` around them.
+    """
+
+    def __init__(
+        self,
+        config: ResourcesConfig,
+        nodes: Iterable[Node] = (),
+        *,
+        policy: str = "first",
+    ) -> None:
+        self.lock = threading.RLock()
+        self.policy = policy
+        self._config = config
+        self._jobs: dict[int, str] = {}
+        self._job_nodes: dict[int, str] = {}
+        self._rebuild({n.name: n for n in nodes})
+
+    # ---- building ----------------------------------------------------------------------
+
+    def _rebuild(self, nodes: Mapping[str, Node]) -> list[int]:
+        """Build a fresh graph from ``nodes`` and the config, replay held jobs; return lost ones."""
+        self._b = _Builder()
+        self._nodes: dict[str, NodeVertices] = {}
+        self._tainted: set[str] = set()
+        self._backends: dict[str, Backend] = {}
+        verts: list[dict[str, Any]] = []
+        edges: list[dict[str, Any]] = []
+        root = self._b.vertex(CLUSTER, CLUSTER, CLUSTER, "")
+        self._root = root
+        verts.append(root)
+        for name in sorted(nodes):
+            v, e = self._node_subgraph(nodes[name])
+            verts += v
+            edges += e
+        for res in self._config.resources:
+            if res.parent in ("", CLUSTER):
+                v, e = self._virtual_subgraph(res, root)
+                verts += v
+                edges += e
+        self.jgf: dict[str, Any] = {"graph": {"nodes": verts, "edges": edges}}
+        self._empty: Graph | None = None
+        self._g = Graph(json.dumps(self.jgf), policy=self.policy, partial_pools=set(PARTIAL_POOLS))
+        for nv in self._nodes.values():
+            if nv.down:
+                self._g.set_status(nv.path, False)
+        lost: list[int] = []
+        for jobid, R in list(self._jobs.items()):
+            try:
+                self._g.update_allocate(jobid, R, duration=HOLD_DURATION)
+            except (StateError, NotFoundError) as exc:
+                log.warning(
+                    "held job no longer fits the rebuilt graph; releasing it",
+                    extra={"jobid": jobid, "error": str(exc)},
+                )
+                lost.append(jobid)
+                del self._jobs[jobid]
+                self._job_nodes.pop(jobid, None)
+        return lost
+
+    def _node_subgraph(self, node: Node) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        root_uid = self._root["id"]
+        cap = node_capacity(node)
+        nv_json = self._b.vertex(
+            "node",
+            "node",
+            node.name,
+            f"/{CLUSTER}",
+            rank=True,
+            flat={"hostname": node.name},
+            properties={names.PROPERTY_VIRTUAL_FALSE: ""},
+        )
+        path = nv_json["metadata"]["paths"]["containment"]
+        nv = NodeVertices(uid=nv_json["id"], path=path, capacity=cap, node=node)
+        self._index_taints(node)
+        nv.down = not schedulable(node)
+        verts = [nv_json]
+        edges = [_edge(root_uid, nv.uid)]
+        for t in COMPUTE_TYPES:
+            size = cap.get(t, 0)
+            if size <= 0:
+                continue
+            pj = self._b.vertex(t, t, "", path, size=size, unit=_UNITS[t])
+            md = pj["metadata"]
+            nv.pools[t] = PoolVertex(pj["id"], t, md["name"], md["paths"]["containment"], size)
+            verts.append(pj)
+            edges.append(_edge(nv.uid, pj["id"]))
+        for res in self._config.resources:
+            if res.parent == node.name:
+                v, e = self._virtual_subgraph(res, nv_json)
+                verts += v
+                edges += e
+        self._nodes[node.name] = nv
+        return verts, edges
+
+    def _virtual_subgraph(
+        self, res: Resource, parent: dict[str, Any], top: bool = True
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        ppath = parent["metadata"]["paths"]["containment"]
+        vj = self._b.vertex(
+            "node",
+            res.type,
+            res.name,
+            ppath,
+            size=res.count,
+            rank=True,
+            properties=virtual_properties(res),
+        )
+        verts = [vj]
+        edges = [_edge(parent["id"], vj["id"])]
+        if top:
+            md = vj["metadata"]
+            attrs = dict(res.attributes)
+            if res.backend:
+                attrs.setdefault(names.ATTR_BACKEND, res.backend)
+            self._backends[md["paths"]["containment"]] = Backend(
+                vj["id"],
+                md["name"],
+                md["paths"]["containment"],
+                frozenset(res.subtree_types()),
+                attrs,
+            )
+        for child in res.children:
+            v, e = self._virtual_subgraph(child, vj, top=False)
+            verts += v
+            edges += e
+        return verts, edges
+
+    # ---- live updates ------------------------------------------------------------------
+
+    def upsert_node(self, node: Node) -> list[int]:
+        """Add or update a node; returns jobids dropped because they no longer fit."""
+        with self.lock:
+            nv = self._nodes.get(node.name)
+            if nv is None or nv.deleted:
+                if nv is not None:
+                    return self._rebuild(self._live_nodes() | {node.name: node})
+                v, e = self._node_subgraph(node)
+                sub = {"graph": {"nodes": [self._root, *v], "edges": e}}
+                self._g.attach(json.dumps(sub))
+                self.jgf["graph"]["nodes"] += v
+                self.jgf["graph"]["edges"] += e
+                self._empty = None
+                if self._nodes[node.name].down:
+                    self._g.set_status(self._nodes[node.name].path, False)
+                return []
+            if node_capacity(node) != nv.capacity:
+                nodes = self._live_nodes()
+                nodes[node.name] = node
+                return self._rebuild(nodes)
+            nv.node = node
+            self._index_taints(node)
+            down = not schedulable(node)
+            if down != nv.down:
+                nv.down = down
+                self._g.set_status(nv.path, not down)
+            return []
+
+    def delete_node(self, name: str) -> None:
+        """Drop a node; when pods still hold it, mark it down and drop it once they are gone."""
+        with self.lock:
+            nv = self._nodes.get(name)
+            if nv is None:
+                return
+            if any(n == name for n in self._job_nodes.values()):
+                nv.deleted = True
+                nv.down = True
+                self._g.set_status(nv.path, False)
+                return
+            self._remove(name)
+
+    def _remove(self, name: str) -> None:
+        nv = self._nodes.pop(name)
+        self._tainted.discard(name)
+        self._g.remove(nv.path)
+        gone = {nv.uid, *(p.uid for p in nv.pools.values())}
+        self.jgf["graph"]["nodes"] = [v for v in self.jgf["graph"]["nodes"] if v["id"] not in gone]
+        self.jgf["graph"]["edges"] = [
+            e for e in self.jgf["graph"]["edges"] if e["target"] not in gone
+        ]
+        self._empty = None
+        for path in [p for p in self._backends if p.startswith(nv.path + "/")]:
+            del self._backends[path]
+
+    def _index_taints(self, node: Node) -> None:
+        if any(t.effect in _TAINT_EFFECTS for t in node.spec.taints):
+            self._tainted.add(node.name)
+        else:
+            self._tainted.discard(node.name)
+
+    def _live_nodes(self) -> dict[str, Node]:
+        return {n: v.node for n, v in self._nodes.items() if v.node is not None and not v.deleted}
+
+    def reset_nodes(self, nodes: Iterable[Node]) -> list[int]:
+        """Rebuild from a full node list (startup, re-list); returns jobids that no longer fit."""
+        with self.lock:
+            return self._rebuild({n.name: n for n in nodes})
+
+    def set_config(self, config: ResourcesConfig) -> list[int]:
+        """Grow or shrink the virtual resources; returns jobids that no longer fit."""
+        with self.lock:
+            self._config = config
+            return self._rebuild(self._live_nodes())
+
+    # ---- matching and holding ----------------------------------------------------------
+
+    def match(self, jobspec: Mapping[str, Any], op: MatchOp, jobid: int) -> Allocation:
+        with self.lock:
+            return self._g.match(dict(jobspec), op, jobid=jobid)
+
+    def allocate(self, jobspec: Mapping[str, Any], jobid: int) -> Allocation:
+        """Allocate now; a failure comes back as status ``busy`` or ``unsatisfiable``.
+
+        Whether a failed request could ever fit is decided on an empty copy of the
+        graph (every node up, nothing held): the matcher's own satisfiability
+        check counts hold-forever jobs as permanent, so it cannot be used here.
+        """
+        with self.lock:
+            alloc = self._g.match(dict(jobspec), "allocate", jobid=jobid)
+            if alloc.ok:
+                return alloc
+            status = "busy" if self.satisfiable(jobspec) else "unsatisfiable"
+            return replace(alloc, status=status)
+
+    def satisfiable(self, jobspec: Mapping[str, Any]) -> bool:
+        """Would the request fit the cluster with nothing held and every node up?"""
+        with self.lock:
+            if self._empty is None:
+                self._empty = Graph(
+                    json.dumps(self.jgf), policy=self.policy, partial_pools=set(PARTIAL_POOLS)
+                )
+            probe = self._empty.match(dict(jobspec), "allocate", jobid=1)
+            if probe.ok:
+                self._empty.cancel(1, missing_ok=True)
+            return probe.ok
+
+    def cancel_match(self, jobid: int) -> None:
+        with self.lock:
+            self._g.cancel(jobid, missing_ok=True)
+
+    def hold_compute(self, jobid: int, node: str, amounts: Mapping[str, int]) -> None:
+        """Hold ``amounts`` of ``node``'s pools as job ``jobid``; StateError when not free."""
+        with self.lock:
+            R = json.dumps(self.compute_R(node, amounts))
+            self._g.update_allocate(jobid, R, duration=HOLD_DURATION)
+            self._jobs[jobid] = R
+            self._job_nodes[jobid] = node
+
+    def hold_backend(self, jobid: int, path: str) -> None:
+        """Hold the backend vertex at ``path`` exclusively as job ``jobid``."""
+        with self.lock:
+            R = json.dumps(self.backend_R(path))
+            self._g.update_allocate(jobid, R, duration=HOLD_DURATION)
+            self._jobs[jobid] = R
+
+    def release(self, jobid: int) -> None:
+        with self.lock:
+            self._g.cancel(jobid, missing_ok=True)
+            self._jobs.pop(jobid, None)
+            node = self._job_nodes.pop(jobid, None)
+            if node is None or node not in self._nodes or not self._nodes[node].deleted:
+                return
+            if not any(n == node for n in self._job_nodes.values()):
+                self._remove(node)
+
+    def holds(self, jobid: int) -> bool:
+        return jobid in self._jobs
+
+    def compute_R(self, node: str, amounts: Mapping[str, int]) -> dict[str, Any]:
+        nv = self._nodes.get(node)
+        if nv is None:
+            raise NotFoundError(f"node {node!r} is not in the graph")
+        root_md = self._root["metadata"]
+        verts: list[dict[str, Any]] = [
+            {
+                "id": self._root["id"],
+                "metadata": {"type": CLUSTER, "name": root_md["name"], "paths": root_md["paths"]},
+            },
+            {
+                "id": nv.uid,
+                "metadata": {"type": "node", "name": node, "paths": {"containment": nv.path}},
+            },
+        ]
+        edges = [{"source": self._root["id"], "target": nv.uid}]
+        for t, amount in sorted(amounts.items()):
+            if amount <= 0:
+                continue
+            pool = nv.pools.get(t)
+            if pool is None:
+                raise StateError(f"node {node!r} has no {t} to hold {amount} of")
+            verts.append(
+                {
+                    "id": pool.uid,
+                    "metadata": {
+                        "type": t,
+                        "name": pool.name,
+                        "size": amount,
+                        "exclusive": True,
+                        "paths": {"containment": pool.path},
+                    },
+                }
+            )
+            edges.append({"source": nv.uid, "target": pool.uid})
+        return {"graph": {"nodes": verts, "edges": edges}}
+
+    def backend_R(self, path: str) -> dict[str, Any]:
+        be = self._backends.get(path)
+        if be is None:
+            raise NotFoundError(f"backend {path!r} is not in the graph")
+        parent = path.rsplit("/", 1)[0]
+        verts: list[dict[str, Any]] = [
+            {
+                "id": self._root["id"],
+                "metadata": {
+                    "type": CLUSTER,
+                    "name": CLUSTER,
+                    "paths": {"containment": f"/{CLUSTER}"},
+                },
+            },
+        ]
+        edges: list[dict[str, Any]] = []
+        src = self._root["id"]
+        if parent != f"/{CLUSTER}":
+            host = parent.rsplit("/", 1)[1]
+            nv = self._nodes[host]
+            verts.append(
+                {
+                    "id": nv.uid,
+                    "metadata": {"type": "node", "name": host, "paths": {"containment": nv.path}},
+                }
+            )
+            edges.append({"source": src, "target": nv.uid})
+            src = nv.uid
+        verts.append(
+            {
+                "id": be.uid,
+                "metadata": {
+                    "type": "node",
+                    "name": be.name,
+                    "size": 1,
+                    "exclusive": True,
+                    "paths": {"containment": path},
+                },
+            }
+        )
+        edges.append({"source": src, "target": be.uid})
+        return {"graph": {"nodes": verts, "edges": edges}}
+
+    # ---- queries -----------------------------------------------------------------------
+
+    def backend(self, path: str) -> Backend | None:
+        return self._backends.get(path)
+
+    def backends(self) -> dict[str, Backend]:
+        return dict(self._backends)
+
+    def has_node(self, name: str) -> bool:
+        nv = self._nodes.get(name)
+        return nv is not None and not nv.deleted
+
+    def node_names(self) -> list[str]:
+        return [n for n, v in self._nodes.items() if not v.deleted]
+
+    def excluded_for(self, pod: Pod) -> list[str]:
+        """Nodes this pod may not use: untolerated taints, nodeSelector (cordoned ones are down)."""
+        with self.lock:
+            # Only tainted nodes can be ruled out by taints; look at all only for a nodeSelector.
+            names = self._nodes if pod.spec.node_selector else self._tainted
+            out = []
+            for n in names:
+                node = self._nodes[n].node
+                if node is not None and (untolerated(node, pod) or unselected(node, pod)):
+                    out.append(n)
+            return sorted(out)
+
+    def known_types(self) -> set[str]:
+        return set(self._config.types())
+
+    def usage(self) -> dict[str, tuple[int, int]]:
+        """Per vertex path: (size, used) of pools and backends, for state and metrics."""
+        with self.lock:
+            return {u.path: (int(u.size), int(u.used)) for u in self._g.usage()}
+
+    def node_usage(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Per node: per type {capacity, allocated, free}."""
+        with self.lock:
+            used = {u.path: int(u.used) for u in self._g.usage()}
+            out: dict[str, dict[str, dict[str, int]]] = {}
+            for name, nv in sorted(self._nodes.items()):
+                per: dict[str, dict[str, int]] = {}
+                for t, p in nv.pools.items():
+                    a = used.get(p.path, 0)
+                    per[t] = {"capacity": p.size, "allocated": a, "free": p.size - a}
+                out[name] = per
+            return out
+
+    def backend_usage(self) -> dict[str, bool]:
+        """Per backend name: is it held?"""
+        with self.lock:
+            used = {u.path: int(u.used) for u in self._g.usage()}
+            return {b.name: used.get(p, 0) > 0 for p, b in sorted(self._backends.items())}

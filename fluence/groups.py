@@ -1,0 +1,93 @@
+"""Which gang a pod belongs to and how many pods that gang needs before it may be placed.
+
+Sources, first match wins:
+
+1. native ``spec.schedulingGroup.podGroupName`` -> PodGroup ``scheduling.k8s.io/v1alpha2``,
+   size ``spec.schedulingPolicy.gang.minCount``;
+2. label ``scheduling.k8s.io/pod-group`` naming a v1alpha2 PodGroup (early v2 fluence);
+3. label ``fluence.flux-framework.org/group``, size from annotation ``group-size``
+   (else the PodGroup of that name when one exists);
+4. label ``scheduling.x-k8s.io/pod-group`` -> scheduler-plugins PodGroup ``spec.minMember``;
+5. otherwise the pod is a group of one, keyed by its own name.
+
+The key is ``<namespace>/<name>`` so groups in different namespaces never meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fluence import names
+from fluence.pods import Pod, PodGroup
+
+PodGroupLookup = Callable[[str, str, str], PodGroup | None]
+"""(api group, namespace, name) -> the PodGroup, or None when it is not known."""
+
+NATIVE = "native"
+LABEL_K8S = "label-k8s"
+LABEL_FLUENCE = "label-fluence"
+LABEL_X_K8S = "label-x-k8s"
+SINGLE = "single"
+
+
+@dataclass(frozen=True)
+class GroupRef:
+    """A pod's gang: its key, where the membership came from, and its quorum."""
+
+    key: str
+    namespace: str
+    name: str
+    source: str
+    min_count: int
+
+    @property
+    def single(self) -> bool:
+        return self.source == SINGLE
+
+
+def _no_lookup(api: str, ns: str, name: str) -> PodGroup | None:
+    return None
+
+
+def group_name(pod: Pod) -> tuple[str, str]:
+    """(source, group name) of a pod, without looking at PodGroup objects."""
+    sg = pod.spec.scheduling_group
+    if sg and sg.pod_group_name:
+        return NATIVE, sg.pod_group_name
+    labels = pod.metadata.labels
+    if labels.get(names.LABEL_K8S_POD_GROUP):
+        return LABEL_K8S, labels[names.LABEL_K8S_POD_GROUP]
+    if labels.get(names.LABEL_GROUP):
+        return LABEL_FLUENCE, labels[names.LABEL_GROUP]
+    if labels.get(names.LABEL_X_K8S_POD_GROUP):
+        return LABEL_X_K8S, labels[names.LABEL_X_K8S_POD_GROUP]
+    return SINGLE, pod.metadata.name
+
+
+def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
+    """The pod's group with its quorum (1 when the size is not known yet)."""
+    ns = pod.metadata.namespace
+    source, name = group_name(pod)
+    min_count = 1
+    if source in (NATIVE, LABEL_K8S):
+        pg = lookup(names.PODGROUP_GROUP, ns, name)
+        min_count = pg.min_count if pg else 1
+    elif source == LABEL_FLUENCE:
+        size = pod.metadata.annotations.get(names.ANNOTATION_GROUP_SIZE, "")
+        if size.strip().isdigit() and int(size) > 0:
+            min_count = int(size)
+        else:
+            pg = lookup(names.PODGROUP_GROUP, ns, name)
+            min_count = pg.min_count if pg else 1
+    elif source == LABEL_X_K8S:
+        pg = lookup(names.X_PODGROUP_GROUP, ns, name)
+        min_count = pg.min_count if pg else 1
+    return GroupRef(key=f"{ns}/{name}", namespace=ns, name=name, source=source, min_count=min_count)
+
+
+def same_group(pod: Pod, ref: GroupRef) -> bool:
+    """Is ``pod`` a member of ``ref``'s group?"""
+    if pod.metadata.namespace != ref.namespace:
+        return False
+    return group_name(pod) == (ref.source, ref.name)

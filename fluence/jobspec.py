@@ -1,0 +1,159 @@
+"""Pod group -> Fluxion jobspecs.
+
+One *compute* jobspec per distinct pod shape (heterogeneous groups get one
+slot shape each; the matcher takes one top-level slot per jobspec, so the
+shapes are matched one after another under one lock, all or nothing),
+constrained to ``virtual=false`` and, when some nodes are off limits for the
+group, ``not hostlist``. Then one *device* jobspec per requested virtual type,
+as the Go fluence does: ``slot{node: count}`` constrained to ``virtual=true``,
+``class=<type>`` and every ``require-<attr>`` annotation of the group's pods.
+All are holds (``duration: 0``) until released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fluence import names
+from fluence.pods import Pod, pod_requests, split_requests
+
+VERSION = 9999
+COMPUTE_LABEL = "default"
+DEVICE_LABEL = "device"
+
+
+class JobspecError(ValueError):
+    """The group cannot be turned into a jobspec; the message says why and what to change."""
+
+
+Shape = tuple[tuple[str, int], ...]
+"""A pod's node-resource request as sorted (type, amount) pairs: the slot it needs."""
+
+
+@dataclass(frozen=True)
+class ComputeSpec:
+    shape: Shape
+    count: int
+    jobspec: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    type: str
+    count: int
+    jobspec: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GroupSpecs:
+    compute: tuple[ComputeSpec, ...]
+    devices: tuple[DeviceSpec, ...]
+
+
+def shape_of(pod: Pod) -> Shape:
+    compute, _ = split_requests(pod_requests(pod))
+    return tuple(sorted(compute.items()))
+
+
+def _constraints(props: Sequence[str], exclude: Sequence[str]) -> dict[str, Any]:
+    base: dict[str, Any] = {"properties": list(props)}
+    if not exclude:
+        return base
+    return {"and": [base, {"not": [{"hostlist": sorted(exclude)}]}]}
+
+
+def _jobspec(
+    slot_count: int,
+    label: str,
+    with_: list[dict[str, Any]],
+    constraints: dict[str, Any],
+    command: str,
+) -> dict[str, Any]:
+    return {
+        "version": VERSION,
+        "resources": [{"type": "slot", "count": slot_count, "label": label, "with": with_}],
+        "attributes": {"system": {"constraints": constraints, "duration": 0}},
+        "tasks": [{"command": [command], "slot": label, "count": {"per_slot": 1}}],
+    }
+
+
+def compute_jobspec(
+    shape: Shape, count: int, group: str, exclude: Sequence[str] = ()
+) -> dict[str, Any]:
+    with_ = [{"type": t, "count": n} for t, n in shape]
+    return _jobspec(
+        count, COMPUTE_LABEL, with_, _constraints([names.PROPERTY_VIRTUAL_FALSE], exclude), group
+    )
+
+
+def require_properties(pods: Iterable[Pod]) -> list[str]:
+    """``require-<attr>: v`` annotations of every pod -> sorted unique properties."""
+    props: set[str] = set()
+    for p in pods:
+        for k, v in p.metadata.annotations.items():
+            if k.startswith(names.ANNOTATION_REQUIRE_PREFIX) and v:
+                props.add(names.attr_property(k[len(names.ANNOTATION_REQUIRE_PREFIX) :], v))
+    return sorted(props)
+
+
+def device_jobspec(
+    rtype: str, count: int, group: str, require: Sequence[str] = ()
+) -> dict[str, Any]:
+    props = [names.PROPERTY_VIRTUAL_TRUE, names.PROPERTY_CLASS_PREFIX + rtype, *require]
+    return _jobspec(
+        1, DEVICE_LABEL, [{"type": "node", "count": count}], {"properties": props}, group
+    )
+
+
+def group_jobspecs(
+    group: str,
+    pods: Sequence[Pod],
+    known_types: Iterable[str],
+    exclude: Sequence[str] = (),
+) -> GroupSpecs:
+    """The jobspecs that place ``pods`` (members still to place) of ``group``.
+
+    Pods that need nothing from a node (a quantum-only pod) get no compute slot.
+    Device counts are the maximum any member asks for: one backend serves the group.
+    """
+    if not pods:
+        raise JobspecError(f"pod group {group!r} has no pods to place")
+    shapes: dict[Shape, int] = {}
+    devices: dict[str, int] = {}
+    for p in pods:
+        req = pod_requests(p)
+        compute, dev = split_requests(req)
+        if compute:
+            shape = tuple(sorted(compute.items()))
+            shapes[shape] = shapes.get(shape, 0) + 1
+        for t, n in dev.items():
+            devices[t] = max(devices.get(t, 0), n)
+    known = set(known_types)
+    for t in sorted(devices):
+        if t not in known:
+            where = (
+                "which is not in the resources config (FLUENCE_RESOURCES)"
+                if known
+                else "but no resources config (FLUENCE_RESOURCES) is loaded"
+            )
+            raise JobspecError(
+                f"pod group {group!r} requests {names.resource_name(t)} {where}; "
+                "remove the request or add that type to the config"
+            )
+    require = require_properties(pods)
+    compute_specs = tuple(
+        ComputeSpec(shape, n, compute_jobspec(shape, n, group, exclude))
+        for shape, n in sorted(shapes.items(), key=lambda kv: (-_weight(kv[0]), kv[0]))
+    )
+    device_specs = tuple(
+        DeviceSpec(t, n, device_jobspec(t, n, group, require)) for t, n in sorted(devices.items())
+    )
+    return GroupSpecs(compute_specs, device_specs)
+
+
+def _weight(shape: Shape) -> int:
+    """Bigger shapes are matched first, so the small ones fill the gaps they leave."""
+    d: Mapping[str, int] = dict(shape)
+    return d.get("core", 0) * 1_000_000 + d.get("gpu", 0) * 1000 + d.get("memory", 0)

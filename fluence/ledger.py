@@ -1,0 +1,497 @@
+"""Who holds what: the single owner of allocations.
+
+Every pod that holds resources has one :class:`Holding`, backed by its own
+matcher job (so releasing a pod frees exactly its share):
+
+* **tentative** - made at filter time for every member of a group at once
+  (the group is matched whole, then split into one job per pod under one lock);
+* **committed** - the pod was bound; its record is on the pod as the
+  ``fluence.flux-framework.org/allocation`` annotation, written by the Binding;
+* **foreign** - a pod some other scheduler bound: its requests are held on its
+  node while it runs, so fluence never places onto capacity that is in use.
+
+Release rules. A holding is released at once when its pod becomes Succeeded or
+Failed, is deleted, or (tentative) is seen bound elsewhere without our record or
+its bind fails. A tentative holding that is never bound (gang rolled back, pod
+stuck) is released once ``unbound_timeout`` seconds pass since it was made or
+last handed out again by filter; filter hands it out on every retry, so a gang
+waiting in the scheduler keeps its place while it keeps being retried.
+
+Recovery. After a restart, or on a standby replica following the watch,
+:meth:`Ledger.observe` replays each bound, non-terminal pod's record (and holds
+foreign pods' requests), so the graph holds exactly what the cluster runs.
+Local matcher job ids come from a counter kept above every id seen in records,
+so a live record's id is never reused.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from fluence import names, telemetry
+from fluence.graph import ClusterGraph
+from fluence.jobspec import GroupSpecs, group_jobspecs
+from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
+from fluence.pods import CORE, GPU, MEMORY, Pod, pod_requests, split_requests
+from fluxion_nb.errors import InputError, NotFoundError, StateError
+
+log = logging.getLogger(__name__)
+_tracer = telemetry.tracer("fluence.ledger")
+
+TENTATIVE = "tentative"
+COMMITTED = "committed"
+FOREIGN = "foreign"
+DEFAULT_UNBOUND_TIMEOUT = 300.0
+
+
+class LedgerError(RuntimeError):
+    """A ledger operation cannot be done; the message says why."""
+
+
+class DeviceRecord(msgspec.Struct, omit_defaults=True):
+    type: str
+    path: str
+    name: str
+    jobid: int = 0
+
+
+class AllocationRecord(msgspec.Struct, omit_defaults=True):
+    """What a bound pod holds; stored on the pod, read back to rebuild the ledger."""
+
+    group: str
+    node: str = ""
+    amounts: dict[str, int] = {}
+    jobid: int = 0
+    backend: str = ""
+    attributes: dict[str, str] = {}
+    devices: list[DeviceRecord] = []
+    v: int = 1
+
+
+_record_encoder = msgspec.json.Encoder()
+_record_decoder = msgspec.json.Decoder(AllocationRecord)
+
+
+def encode_record(rec: AllocationRecord) -> str:
+    return _record_encoder.encode(rec).decode()
+
+
+def decode_record(text: str) -> AllocationRecord:
+    return _record_decoder.decode(text)
+
+
+@dataclass
+class Holding:
+    pod: str
+    uid: str
+    group: str
+    node: str
+    amounts: dict[str, int]
+    jobid: int
+    state: str
+    since: float
+    backend: BackendChoice | None = None
+    devices: list[DeviceRecord] = field(default_factory=list)
+
+    def record(self) -> AllocationRecord:
+        return AllocationRecord(
+            group=self.group,
+            node=self.node,
+            amounts=dict(self.amounts),
+            jobid=self.jobid,
+            backend=self.backend.name if self.backend else "",
+            attributes=dict(self.backend.attributes) if self.backend else {},
+            devices=list(self.devices),
+        )
+
+    def annotations(self) -> dict[str, str]:
+        """Annotations the Binding writes onto the pod with its node."""
+        out = {names.ANNOTATION_ALLOCATION: encode_record(self.record())}
+        if self.backend:
+            out[names.ANNOTATION_BACKEND] = self.backend.name
+            for k, v in self.backend.attributes.items():
+                out[names.attr_annotation(k)] = v
+        return out
+
+
+@dataclass(frozen=True)
+class PlaceResult:
+    """Outcome of placing a group: ``allocated`` (holdings made), ``busy`` or ``unsatisfiable``."""
+
+    status: str
+    message: str = ""
+    holdings: Mapping[str, Holding] = field(default_factory=dict)
+    match_seconds: float = 0.0
+
+
+def describe(amounts: Mapping[str, int]) -> str:
+    """Graph amounts in Kubernetes words: ``cpu 1500m, memory 512Mi, nvidia.com/gpu 1``."""
+    parts = []
+    for t, n in sorted(amounts.items()):
+        if t == CORE:
+            parts.append(f"cpu {n}m")
+        elif t == MEMORY:
+            parts.append(f"memory {n}Mi")
+        elif t == GPU:
+            parts.append(f"{names.RESOURCE_GPU} {n}")
+        else:
+            parts.append(f"{names.resource_name(t)} {n}")
+    return ", ".join(parts)
+
+
+class Ledger:
+    def __init__(
+        self,
+        graph: ClusterGraph,
+        *,
+        unbound_timeout: float = DEFAULT_UNBOUND_TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.graph = graph
+        self.unbound_timeout = unbound_timeout
+        self.clock = clock
+        self.lock = threading.RLock()
+        self._holdings: dict[str, Holding] = {}
+        self._unaccounted: dict[str, Pod] = {}
+        self._next_id = 1
+
+    # ---- ids ---------------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        while True:
+            jid = self._next_id
+            self._next_id += 1
+            if not self.graph.holds(jid):
+                return jid
+
+    def _seen_id(self, jid: int) -> None:
+        if jid >= self._next_id:
+            self._next_id = jid + 1
+
+    # ---- queries -----------------------------------------------------------------------
+
+    def get(self, pod: str) -> Holding | None:
+        with self.lock:
+            return self._holdings.get(pod)
+
+    def holdings(self) -> dict[str, Holding]:
+        with self.lock:
+            return dict(self._holdings)
+
+    def touch(self, pod: str) -> None:
+        """Filter handed the holding out again: the scheduler still wants it."""
+        with self.lock:
+            h = self._holdings.get(pod)
+            if h and h.state == TENTATIVE:
+                h.since = self.clock()
+
+    # ---- placing -----------------------------------------------------------------------
+
+    def place(self, group: str, pods: Sequence[Pod], exclude: Sequence[str] = ()) -> PlaceResult:
+        """Match ``pods`` of ``group`` as a whole and split the result into tentative holdings.
+
+        All or nothing: when one jobspec fails, everything matched so far is undone.
+        """
+        specs = group_jobspecs(group, pods, self.graph.known_types(), exclude)
+        with _tracer.start_as_current_span("match") as span:
+            span.set_attribute("group", group)
+            span.set_attribute("pods", len(pods))
+            started = time.perf_counter()
+            with self.lock, self.graph.lock:
+                try:
+                    result = self._place_locked(group, pods, specs)
+                finally:
+                    elapsed = time.perf_counter() - started
+            span.set_attribute("status", result.status)
+            span.set_attribute("match_seconds", elapsed)
+            return PlaceResult(result.status, result.message, result.holdings, elapsed)
+
+    def _place_locked(self, group: str, pods: Sequence[Pod], specs: GroupSpecs) -> PlaceResult:
+        matched: list[int] = []
+        node_of: dict[str, str] = {}
+        backends: list[tuple[str, BackendChoice]] = []
+
+        def undo() -> None:
+            for jid in matched:
+                self.graph.cancel_match(jid)
+
+        shape_pods: dict[Any, list[str]] = {}
+        for p in pods:
+            compute, _ = split_requests(pod_requests(p))
+            if compute:
+                shape_pods.setdefault(tuple(sorted(compute.items())), []).append(p.key)
+        try:
+            for cs in specs.compute:
+                jid = self._new_id()
+                alloc = self.graph.allocate(cs.jobspec, jid)
+                if not alloc.ok:
+                    undo()
+                    return self._failure(
+                        group, alloc.status, f"{cs.count} pod(s) of {describe(dict(cs.shape))}"
+                    )
+                matched.append(jid)
+                node_of.update(
+                    assign(
+                        shape_pods[cs.shape], slots_per_node(alloc.by_node(), cs.shape, cs.count)
+                    )
+                )
+            for ds in specs.devices:
+                jid = self._new_id()
+                alloc = self.graph.allocate(ds.jobspec, jid)
+                if not alloc.ok:
+                    undo()
+                    what = f"{ds.count} {names.resource_name(ds.type)}"
+                    return self._failure(group, alloc.status, what)
+                matched.append(jid)
+                be = backend_of(alloc)
+                if be is None:
+                    undo()
+                    return PlaceResult("unsatisfiable", f"the {ds.type} match returned no backend")
+                backends.append((ds.type, be))
+        except (PlacementError, InputError) as exc:
+            undo()
+            raise LedgerError(f"group {group}: {exc}") from exc
+        # Split: the group jobs become one job per pod.
+        undo()
+        now = self.clock()
+        made: dict[str, Holding] = {}
+        try:
+            device_owner: dict[str, str] = {}
+            for p in sorted(pods, key=lambda p: p.key):
+                for t in split_requests(pod_requests(p))[1]:
+                    device_owner.setdefault(t, p.key)
+            for p in sorted(pods, key=lambda p: p.key):
+                compute, _ = split_requests(pod_requests(p))
+                node = node_of.get(p.key, "")
+                jid = 0
+                if compute:
+                    jid = self._new_id()
+                    self.graph.hold_compute(jid, node, compute)
+                h = Holding(p.key, p.metadata.uid, group, node, dict(compute), jid, TENTATIVE, now)
+                # The whole group shares the backend; the first pod asking for a type holds it.
+                h.backend = backends[0][1] if backends else None
+                for t, be in backends:
+                    if device_owner.get(t) == p.key:
+                        djid = self._new_id()
+                        self.graph.hold_backend(djid, be.path)
+                        h.devices.append(DeviceRecord(t, be.path, be.name, djid))
+                made[p.key] = h
+                self._holdings[p.key] = h
+        except (StateError, NotFoundError) as exc:
+            for h in made.values():
+                self._release_jobs(h)
+                self._holdings.pop(h.pod, None)
+            raise LedgerError(f"group {group}: splitting the allocation failed: {exc}") from exc
+        log.info(
+            "group placed",
+            extra={
+                "group": group,
+                "pods": {k: h.node for k, h in made.items()},
+                "backend": backends[0][1].name if backends else "",
+            },
+        )
+        return PlaceResult("allocated", "", made)
+
+    def _failure(self, group: str, status: str, what: str) -> PlaceResult:
+        if status == "unsatisfiable":
+            msg = f"group {group} can never fit: {what} exceed what the cluster has"
+        else:
+            msg = f"group {group} does not fit now: not enough free capacity for {what}"
+        return PlaceResult("unsatisfiable" if status == "unsatisfiable" else "busy", msg)
+
+    # ---- committing and releasing ------------------------------------------------------
+
+    def commit(self, pod: str, uid: str, node: str) -> Holding:
+        """The pod is being bound to ``node``: make its holding committed (moving it if needed).
+
+        A pod without a holding (expired, or never filtered by us) is allocated on
+        ``node`` directly when it fits there; otherwise LedgerError.
+        """
+        with self.lock, self.graph.lock:
+            h = self._holdings.get(pod)
+            if h is None:
+                raise LedgerError(
+                    f"pod {pod} has no allocation (it expired or was released); "
+                    "the scheduler will retry it through filter"
+                )
+            if h.node and h.node != node or not h.node and h.amounts:
+                self._move(h, node)
+            h.state = COMMITTED
+            h.uid = uid or h.uid
+            if not h.node:
+                h.node = node
+            return h
+
+    def _move(self, h: Holding, node: str) -> None:
+        new = self._new_id()
+        try:
+            self.graph.hold_compute(new, node, h.amounts)
+        except (StateError, NotFoundError) as exc:
+            raise LedgerError(
+                f"pod {h.pod} was allocated {h.node} but is bound to {node}, "
+                f"where its {h.amounts} do not fit: {exc}"
+            ) from exc
+        if h.jobid:
+            self.graph.release(h.jobid)
+        log.info("allocation moved", extra={"pod": h.pod, "from": h.node, "to": node})
+        h.jobid, h.node = new, node
+
+    def release(self, pod: str, reason: str) -> Holding | None:
+        with self.lock:
+            self._unaccounted.pop(pod, None)
+            h = self._holdings.pop(pod, None)
+            if h is None:
+                return None
+            self._release_jobs(h)
+            log.info("allocation released", extra={"pod": pod, "group": h.group, "reason": reason})
+            return h
+
+    def _release_jobs(self, h: Holding) -> None:
+        if h.jobid:
+            self.graph.release(h.jobid)
+        for d in h.devices:
+            if d.jobid:
+                self.graph.release(d.jobid)
+
+    def expire(self) -> list[str]:
+        """Release tentative holdings older than ``unbound_timeout``; returns their pods."""
+        now = self.clock()
+        with self.lock:
+            old = [
+                k
+                for k, h in self._holdings.items()
+                if h.state == TENTATIVE and now - h.since >= self.unbound_timeout
+            ]
+            for k in old:
+                self.release(k, f"not bound within {self.unbound_timeout:.0f}s")
+            return old
+
+    # ---- following the cluster ---------------------------------------------------------
+
+    def observe(self, pod: Pod) -> None:
+        """Bring the ledger in line with one pod as the API server sees it."""
+        key = pod.key
+        with self.lock, self.graph.lock:
+            if pod.terminal:
+                self.release(key, f"pod {pod.status.phase}")
+                return
+            if not pod.bound:
+                return
+            h = self._holdings.get(key)
+            raw = pod.metadata.annotations.get(names.ANNOTATION_ALLOCATION)
+            rec: AllocationRecord | None = None
+            if raw:
+                try:
+                    rec = decode_record(raw)
+                except (msgspec.ValidationError, msgspec.DecodeError):
+                    log.warning(
+                        "unreadable allocation record; accounting the pod's requests",
+                        extra={"pod": key},
+                    )
+            if rec is not None:
+                self._seen_id(rec.jobid)
+                for d in rec.devices:
+                    self._seen_id(d.jobid)
+            if h is not None:
+                if h.node == pod.spec.node_name or not h.amounts:
+                    if h.state == TENTATIVE and rec is not None:
+                        h.state = COMMITTED
+                    if not h.node:
+                        h.node = pod.spec.node_name
+                    return
+                # Bound somewhere else than we held: re-hold where it really runs.
+                self.release(key, f"bound to {pod.spec.node_name}, not {h.node}")
+            if rec is not None and rec.node in ("", pod.spec.node_name):
+                self._replay(pod, rec)
+            else:
+                self._hold_foreign(pod)
+
+    def _replay(self, pod: Pod, rec: AllocationRecord) -> None:
+        node = pod.spec.node_name
+        jid = 0
+        try:
+            if rec.amounts:
+                jid = self._new_id()
+                self.graph.hold_compute(jid, node, rec.amounts)
+            devices: list[DeviceRecord] = []
+            for d in rec.devices:
+                djid = self._new_id()
+                self.graph.hold_backend(djid, d.path)
+                devices.append(DeviceRecord(d.type, d.path, d.name, djid))
+        except (StateError, NotFoundError) as exc:
+            if jid and self.graph.holds(jid):
+                self.graph.release(jid)
+            log.error(
+                "cannot replay a bound pod's allocation; it is not accounted",
+                extra={"pod": pod.key, "node": node, "error": str(exc)},
+            )
+            self._unaccounted[pod.key] = pod
+            return
+        be = (
+            BackendChoice(rec.backend, devices[0].path if devices else "", rec.attributes)
+            if rec.backend
+            else None
+        )
+        self._holdings[pod.key] = Holding(
+            pod.key,
+            pod.metadata.uid,
+            rec.group,
+            node,
+            dict(rec.amounts),
+            jid,
+            COMMITTED,
+            self.clock(),
+            be,
+            devices,
+        )
+        self._unaccounted.pop(pod.key, None)
+
+    def _hold_foreign(self, pod: Pod) -> None:
+        compute, _ = split_requests(pod_requests(pod))
+        node = pod.spec.node_name
+        jid = 0
+        if compute:
+            jid = self._new_id()
+            try:
+                self.graph.hold_compute(jid, node, compute)
+            except (StateError, NotFoundError) as exc:
+                log.warning(
+                    "cannot account a pod bound by another scheduler",
+                    extra={"pod": pod.key, "node": node, "error": str(exc)},
+                )
+                self._unaccounted[pod.key] = pod
+                return
+        self._holdings[pod.key] = Holding(
+            pod.key, pod.metadata.uid, "", node, dict(compute), jid, FOREIGN, self.clock()
+        )
+        self._unaccounted.pop(pod.key, None)
+
+    def forget(self, pod_key: str) -> None:
+        """The pod was deleted."""
+        self.release(pod_key, "pod deleted")
+
+    def retry_unaccounted(self) -> None:
+        """A node appeared or changed: try again to account pods that did not fit before."""
+        with self.lock:
+            for pod in list(self._unaccounted.values()):
+                self._unaccounted.pop(pod.key, None)
+                self.observe(pod)
+
+    def drop_lost(self, jobids: Sequence[int]) -> None:
+        """The graph was rebuilt and these jobs no longer fit: forget their holdings."""
+        lost = set(jobids)
+        with self.lock:
+            for k, h in list(self._holdings.items()):
+                if h.jobid in lost or any(d.jobid in lost for d in h.devices):
+                    self.release(k, "no longer fits the changed cluster")
+
+    def unaccounted(self) -> list[str]:
+        with self.lock:
+            return sorted(self._unaccounted)

@@ -1,0 +1,304 @@
+"""Slim views of Pods, Nodes and PodGroups, decoded straight from API JSON, and what a pod asks for.
+
+The scheduler only needs a handful of fields, so the structs below name just
+those; msgspec skips the rest of each object while decoding, which keeps a
+5,000-node list or a busy pod watch cheap. Requests are counted the way the
+kubelet counts them (sum of containers, at least the largest init container,
+plus pod overhead) and converted to the integer units of the graph: cpu in
+millicores, memory in MiB (a pod's need rounded up, a node's capacity rounded
+down), GPUs and fluxion resources in whole units.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, InvalidOperation
+
+import msgspec
+
+from fluence import names
+
+# Graph vertex types for the standard resources.
+CORE = "core"
+MEMORY = "memory"
+GPU = "gpu"
+COMPUTE_TYPES = (CORE, GPU, MEMORY)
+"""Types that live on a Kubernetes node (sorted, as jobspecs list them)."""
+
+MIB = 1 << 20
+
+_BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+
+
+class QuantityError(ValueError):
+    """A Kubernetes quantity string could not be read."""
+
+
+def parse_quantity(text: str | int | float) -> Decimal:
+    """The exact value of a Kubernetes quantity such as ``500m``, ``8Gi`` or ``1e3``."""
+    if isinstance(text, (int, float)):
+        return Decimal(str(text))
+    s = text.strip()
+    if not s:
+        raise QuantityError("empty quantity: give a number such as 500m, 2 or 8Gi")
+    try:
+        if s[-2:] in _BINARY:
+            return Decimal(s[:-2]) * _BINARY[s[-2:]]
+        if s[-1] in _DECIMAL and not s[-1].isdigit() and s[-1] not in "eE":
+            return Decimal(s[:-1]) * _DECIMAL[s[-1]]
+        if s[-1] == "E" and len(s) > 1 and s[-2].isdigit():
+            return Decimal(s[:-1]) * _DECIMAL["E"]
+        value = Decimal(s)
+    except InvalidOperation as exc:
+        raise QuantityError(
+            f"quantity {text!r} is not a number with an optional Kubernetes suffix "
+            "(m, k, Mi, Gi, ...)"
+        ) from exc
+    if not value.is_finite():
+        raise QuantityError(f"quantity {text!r} is not finite")
+    return value
+
+
+def cpu_millicores(q: str | int | float) -> int:
+    """cpu in millicores, rounded up (``0.5`` -> 500, ``1n`` -> 1)."""
+    return int(math.ceil(parse_quantity(q) * 1000))
+
+
+def memory_mib(q: str | int | float, *, round_up: bool) -> int:
+    """memory in MiB: up for what a pod needs, down for what a node offers."""
+    v = parse_quantity(q) / MIB
+    return int(math.ceil(v) if round_up else math.floor(v))
+
+
+def whole_units(q: str | int | float) -> int:
+    """Devices and extended resources: whole units, rounded up."""
+    return int(math.ceil(parse_quantity(q)))
+
+
+# ---- slim API structs ------------------------------------------------------------------
+
+
+class ObjectMeta(msgspec.Struct, rename="camel", omit_defaults=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    deletion_timestamp: str | None = None
+    creation_timestamp: str | None = None
+
+
+class ResourceRequirements(msgspec.Struct, omit_defaults=True):
+    requests: dict[str, str | int | float] = {}
+    limits: dict[str, str | int | float] = {}
+
+
+class Container(msgspec.Struct, omit_defaults=True):
+    name: str = ""
+    resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
+
+
+class Toleration(msgspec.Struct, rename="camel", omit_defaults=True):
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class SchedulingGroup(msgspec.Struct, rename="camel", omit_defaults=True):
+    pod_group_name: str = ""
+
+
+class SchedulingGate(msgspec.Struct, omit_defaults=True):
+    name: str = ""
+
+
+class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""
+    node_selector: dict[str, str] = {}
+    containers: list[Container] = []
+    init_containers: list[Container] = []
+    overhead: dict[str, str | int | float] = {}
+    tolerations: list[Toleration] = []
+    scheduling_group: SchedulingGroup | None = None
+    scheduling_gates: list[SchedulingGate] = []
+
+
+class PodStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+    phase: str = ""
+
+
+class Pod(msgspec.Struct, omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.status.phase in ("Succeeded", "Failed")
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.spec.node_name)
+
+    @property
+    def gated(self) -> bool:
+        return bool(self.spec.scheduling_gates)
+
+    def tolerates(self, taint: Taint) -> bool:
+        return any(_tolerates(t, taint) for t in self.spec.tolerations)
+
+
+class Taint(msgspec.Struct, omit_defaults=True):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class NodeSpec(msgspec.Struct, omit_defaults=True):
+    unschedulable: bool = False
+    taints: list[Taint] = []
+
+
+class NodeStatus(msgspec.Struct, omit_defaults=True):
+    capacity: dict[str, str | int | float] = {}
+    allocatable: dict[str, str | int | float] = {}
+
+
+class Node(msgspec.Struct, omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+class Gang(msgspec.Struct, rename="camel", omit_defaults=True):
+    min_count: int = 1
+
+
+class SchedulingPolicy(msgspec.Struct, omit_defaults=True):
+    gang: Gang | None = None
+
+
+class PodGroupSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    scheduling_policy: SchedulingPolicy | None = None
+    min_member: int | None = None
+    """scheduling.x-k8s.io/v1alpha1 (scheduler-plugins) spelling of the gang size."""
+
+
+class PodGroup(msgspec.Struct, omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodGroupSpec = msgspec.field(default_factory=PodGroupSpec)
+    api_version: str = msgspec.field(default="", name="apiVersion")
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @property
+    def min_count(self) -> int:
+        if self.spec.scheduling_policy and self.spec.scheduling_policy.gang:
+            return max(1, self.spec.scheduling_policy.gang.min_count)
+        if self.spec.min_member is not None:
+            return max(1, self.spec.min_member)
+        return 1
+
+
+def _tolerates(t: Toleration, taint: Taint) -> bool:
+    if t.effect and t.effect != taint.effect:
+        return False
+    if t.operator == "Exists":
+        return not t.key or t.key == taint.key
+    return t.key == taint.key and t.value == taint.value
+
+
+# ---- requests --------------------------------------------------------------------------
+
+
+def _container_requests(c: Container) -> dict[str, int]:
+    """One container's requests in graph units; a limit stands in for a missing request."""
+    raw = dict(c.resources.limits)
+    raw.update(c.resources.requests)
+    return _to_units(raw, round_up=True)
+
+
+def _to_units(raw: dict[str, str | int | float], *, round_up: bool) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, q in raw.items():
+        if name == names.RESOURCE_CPU:
+            out[CORE] = cpu_millicores(q) if round_up else int(parse_quantity(q) * 1000)
+        elif name == names.RESOURCE_MEMORY:
+            out[MEMORY] = memory_mib(q, round_up=round_up)
+        elif name == names.RESOURCE_GPU:
+            out[GPU] = whole_units(q) if round_up else int(parse_quantity(q))
+        else:
+            t = names.resource_type(name)
+            if t:
+                out[t] = whole_units(q) if round_up else int(parse_quantity(q))
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def pod_requests(pod: Pod) -> dict[str, int]:
+    """What the pod needs, by graph type: max(sum of containers, each init container) + overhead."""
+    total: dict[str, int] = {}
+    for c in pod.spec.containers:
+        for k, v in _container_requests(c).items():
+            total[k] = total.get(k, 0) + v
+    for c in pod.spec.init_containers:
+        for k, v in _container_requests(c).items():
+            total[k] = max(total.get(k, 0), v)
+    for k, v in _to_units(pod.spec.overhead, round_up=True).items():
+        total[k] = total.get(k, 0) + v
+    return dict(sorted(total.items()))
+
+
+def node_capacity(node: Node) -> dict[str, int]:
+    """What the node offers, by graph type (allocatable, else capacity; rounded down)."""
+    raw = node.status.allocatable or node.status.capacity
+    caps = _to_units(raw, round_up=False)
+    return {k: v for k, v in caps.items() if k in COMPUTE_TYPES}
+
+
+def split_requests(req: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """(node resources, virtual resources) of one pod's requests."""
+    compute = {k: v for k, v in req.items() if k in COMPUTE_TYPES}
+    devices = {k: v for k, v in req.items() if k not in COMPUTE_TYPES}
+    return compute, devices
+
+
+_pod_decoder = msgspec.json.Decoder(Pod)
+_node_decoder = msgspec.json.Decoder(Node)
+_group_decoder = msgspec.json.Decoder(PodGroup)
+
+
+def decode_pod(data: bytes | str) -> Pod:
+    return _pod_decoder.decode(data)
+
+
+def decode_node(data: bytes | str) -> Node:
+    return _node_decoder.decode(data)
+
+
+def decode_podgroup(data: bytes | str) -> PodGroup:
+    return _group_decoder.decode(data)

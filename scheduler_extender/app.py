@@ -1,0 +1,109 @@
+"""The extender's HTTP surface: ``create_app`` with every route listed in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import msgspec
+from opentelemetry.metrics import CallbackOptions, Observation
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from fluence import telemetry
+from fluence.graph import ClusterGraph
+from fluence.ledger import Ledger
+from scheduler_extender import state
+from scheduler_extender.scheduling import Scheduler
+from scheduler_extender.verbs import bind, filter, preempt, prioritize
+from scheduler_extender.verbs.body import BadRequest
+
+JSON = "application/json"
+_meter = telemetry.meter("fluence.extender")
+_latency = _meter.create_histogram(
+    "fluence_extender_request_seconds", unit="s", description="Extender request latency per verb."
+)
+
+
+def _register_gauges(graph: ClusterGraph, ledger: Ledger) -> None:
+    def held(_: CallbackOptions) -> Iterable[Observation]:
+        hs = ledger.holdings().values()
+        by_state: dict[str, int] = {}
+        for h in hs:
+            by_state[h.state] = by_state.get(h.state, 0) + 1
+        return [Observation(n, {"state": s}) for s, n in by_state.items()] or [Observation(0)]
+
+    def utilization(_: CallbackOptions) -> Iterable[Observation]:
+        cap: dict[str, int] = {}
+        used: dict[str, int] = {}
+        for per in graph.node_usage().values():
+            for t, u in per.items():
+                cap[t] = cap.get(t, 0) + u["capacity"]
+                used[t] = used.get(t, 0) + u["allocated"]
+        backends = graph.backend_usage()
+        if backends:
+            cap["backend"] = len(backends)
+            used["backend"] = sum(backends.values())
+        return [Observation(used[t] / cap[t] if cap[t] else 0.0, {"type": t}) for t in cap]
+
+    _meter.create_observable_gauge(
+        "fluence_allocations_held", [held], description="Pods holding resources, by state."
+    )
+    _meter.create_observable_gauge(
+        "fluence_graph_utilization", [utilization], description="Allocated share per resource type."
+    )
+
+
+def create_app(
+    scheduler: Scheduler,
+    *,
+    max_body_bytes: int = 64 << 20,
+    ready: Callable[[], bool] = lambda: True,
+    metrics: bool = True,
+) -> Starlette:
+    """Build the app; ``ready`` says when the ledger is rebuilt and scheduling may start."""
+    graph, ledger = scheduler.graph, scheduler.ledger
+    if metrics:
+        _register_gauges(graph, ledger)
+
+    def verb(name: str, fn: Callable[[Request], Awaitable[bytes]]) -> Route:
+        async def endpoint(request: Request) -> Response:
+            watch = telemetry.Stopwatch()
+            try:
+                body = await fn(request)
+                return Response(body, media_type=JSON)
+            except BadRequest as exc:
+                return JSONResponse({"Error": exc.message}, status_code=exc.status)
+            finally:
+                _latency.record(watch.seconds, {"verb": name})
+
+        return Route(f"/{name}", endpoint, methods=["POST"])
+
+    async def healthz(_: Request) -> Response:
+        return Response("ok", media_type="text/plain")
+
+    async def readyz(_: Request) -> Response:
+        if ready():
+            return Response("ready", media_type="text/plain")
+        return Response("rebuilding the ledger from the cluster", status_code=503)
+
+    async def state_doc(_: Request) -> Response:
+        doc: dict[str, Any] = await run_in_threadpool(state.snapshot, graph, ledger)
+        return Response(msgspec.json.encode(doc), media_type=JSON)
+
+    limit = max_body_bytes
+    routes: list[Route | Mount] = [
+        verb("filter", lambda r: filter.handle(r, scheduler, limit)),
+        verb("prioritize", lambda r: prioritize.handle(r, scheduler, limit)),
+        verb("bind", lambda r: bind.handle(r, scheduler, limit)),
+        verb("preempt", lambda r: preempt.handle(r, limit)),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/state", state_doc, methods=["GET"]),
+    ]
+    if metrics:
+        routes.append(Mount("/metrics", app=telemetry.metrics_app()))
+    return Starlette(routes=routes)

@@ -1,0 +1,217 @@
+"""The extender's decisions, as a plain object the HTTP verbs call (and tests drive directly).
+
+Filter places a pod's whole group on the first member it sees and answers
+with that member's own node; later members get theirs from the ledger. Bind
+commits the allocation and writes it onto the pod through the Binding, so the
+record arrives atomically with ``spec.nodeName``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import msgspec
+from opentelemetry import trace
+
+from fluence import groups, telemetry
+from fluence.graph import ClusterGraph
+from fluence.jobspec import JobspecError
+from fluence.ledger import Ledger, LedgerError
+from fluence.pods import Pod, PodGroup
+
+log = logging.getLogger(__name__)
+_tracer = telemetry.tracer("fluence.extender")
+_meter = telemetry.meter("fluence.extender")
+_match_seconds = _meter.create_histogram(
+    "fluence_match_seconds", unit="s", description="Time to match and split one group."
+)
+
+MAX_SCORE = 10
+
+
+class ClusterView(Protocol):
+    """What the extender reads from the cluster (the reflectors' caches)."""
+
+    def pods_in(self, namespace: str) -> Sequence[Pod]: ...
+
+    def podgroup(self, api_group: str, namespace: str, name: str) -> PodGroup | None: ...
+
+
+class BindConflict(Exception):
+    """The API server said 409: the pod is already bound (maybe by an earlier try of ours)."""
+
+
+class BindError(Exception):
+    """The Binding could not be created; the message says why."""
+
+
+class Binder(Protocol):
+    def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> None: ...
+
+    def node_of(self, namespace: str, name: str) -> str | None: ...
+
+
+@dataclass
+class FilterOutcome:
+    nodes: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+
+class Scheduler:
+    def __init__(
+        self,
+        graph: ClusterGraph,
+        ledger: Ledger,
+        view: ClusterView,
+        binder: Binder,
+        *,
+        scheduler_name: str = "fluence",
+    ) -> None:
+        self.graph = graph
+        self.ledger = ledger
+        self.view = view
+        self.binder = binder
+        self.scheduler_name = scheduler_name
+
+    # ---- filter ------------------------------------------------------------------------
+
+    def filter(self, pod: Pod, candidates: Sequence[str]) -> FilterOutcome:
+        if pod.spec.scheduler_name != self.scheduler_name:
+            return FilterOutcome(nodes=list(candidates))
+        with _tracer.start_as_current_span("filter") as span:
+            span.set_attribute("pod", pod.key)
+            out = self._filter(pod, list(candidates), span)
+            span.set_attribute("nodes", ",".join(out.nodes[:5]))
+            return out
+
+    def _filter(self, pod: Pod, candidates: list[str], span: trace.Span) -> FilterOutcome:
+        held = self.ledger.get(pod.key)
+        if held is not None and pod.metadata.uid and held.uid and held.uid != pod.metadata.uid:
+            self.ledger.release(pod.key, "pod was recreated under the same name")
+            held = None
+        if held is not None:
+            span.set_attribute("group", held.group)
+            if not held.amounts:
+                self.ledger.touch(pod.key)
+                return FilterOutcome(nodes=candidates)
+            if held.node in candidates:
+                self.ledger.touch(pod.key)
+                return FilterOutcome(nodes=[held.node])
+            self.ledger.release(pod.key, f"the scheduler ruled out its node {held.node}")
+            return self._place(pod.key, [pod], pod, candidates, only_candidates=True)
+
+        ref = groups.identify(pod, self.view.podgroup)
+        span.set_attribute("group", ref.key)
+        members = self._members(pod, ref)
+        if len(members) < ref.min_count:
+            missing = ref.min_count - len(members)
+            msg = (
+                f"waiting for {missing} more pod(s) of group {ref.key} "
+                f"({len(members)} of {ref.min_count} exist)"
+            )
+            return FilterOutcome(failed={n: msg for n in candidates})
+        to_place = [
+            m for m in members if not m.bound and not m.gated and self.ledger.get(m.key) is None
+        ]
+        if pod.key not in {m.key for m in to_place}:
+            to_place.append(pod)
+        return self._place(ref.key, to_place, pod, candidates, only_candidates=False)
+
+    def _members(self, pod: Pod, ref: groups.GroupRef) -> list[Pod]:
+        if ref.single:
+            return [pod]
+        found = {
+            p.key: p
+            for p in self.view.pods_in(ref.namespace)
+            if groups.same_group(p, ref) and not p.terminal and not p.metadata.deletion_timestamp
+        }
+        found[pod.key] = pod
+        return list(found.values())
+
+    def _place(
+        self,
+        group: str,
+        pods: list[Pod],
+        pod: Pod,
+        candidates: list[str],
+        *,
+        only_candidates: bool,
+    ) -> FilterOutcome:
+        exclude: set[str] = set()
+        seen: set[bytes] = set()
+        for p in pods:
+            # Members usually share tolerations and selectors: work each distinct set out once.
+            sig = msgspec.json.encode((p.spec.tolerations, p.spec.node_selector))
+            if sig not in seen:
+                seen.add(sig)
+                exclude.update(self.graph.excluded_for(p))
+        if only_candidates:
+            allowed = set(candidates)
+            exclude.update(n for n in self.graph.node_names() if n not in allowed)
+        try:
+            res = self.ledger.place(group, pods, sorted(exclude))
+        except JobspecError as exc:
+            return FilterOutcome(unresolvable={n: str(exc) for n in candidates})
+        except LedgerError as exc:
+            log.error("placing a group failed", extra={"group": group, "error": str(exc)})
+            return FilterOutcome(error=str(exc))
+        _match_seconds.record(res.match_seconds)
+        trace.get_current_span().set_attribute("match_seconds", res.match_seconds)
+        if res.status == "unsatisfiable":
+            return FilterOutcome(unresolvable={n: res.message for n in candidates})
+        if res.status != "allocated":
+            return FilterOutcome(failed={n: res.message for n in candidates})
+        mine = res.holdings[pod.key]
+        if not mine.amounts:
+            return FilterOutcome(nodes=candidates)
+        if mine.node in candidates:
+            return FilterOutcome(nodes=[mine.node])
+        if not only_candidates:
+            # Fluxion chose a node the scheduler ruled out for this pod: try once more within
+            # the candidates, keeping the rest of the group where it is.
+            self.ledger.release(pod.key, f"the scheduler ruled out its node {mine.node}")
+            return self._place(group, [pod], pod, candidates, only_candidates=True)
+        msg = f"fluxion placed pod {pod.key} on {mine.node}, which the scheduler ruled out"
+        self.ledger.release(pod.key, msg)
+        return FilterOutcome(failed={n: msg for n in candidates})
+
+    # ---- prioritize --------------------------------------------------------------------
+
+    def prioritize(self, pod: Pod, candidates: Sequence[str]) -> list[tuple[str, int]]:
+        held = self.ledger.get(pod.key)
+        node = held.node if held else ""
+        return [(n, MAX_SCORE if n == node else 0) for n in candidates]
+
+    # ---- bind --------------------------------------------------------------------------
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        """Bind the pod; returns "" or the error for the scheduler."""
+        key = f"{namespace}/{name}"
+        with _tracer.start_as_current_span("bind") as span:
+            span.set_attribute("pod", key)
+            span.set_attribute("node", node)
+            try:
+                held = self.ledger.commit(key, uid, node)
+            except LedgerError as exc:
+                return str(exc)
+            span.set_attribute("group", held.group)
+            try:
+                self.binder.bind(namespace, name, uid, node, held.annotations())
+            except BindConflict:
+                actual = self.binder.node_of(namespace, name)
+                if actual == node:
+                    return ""
+                self.ledger.release(key, "bind conflict: the pod is bound elsewhere")
+                return f"pod {key} is already bound to {actual or 'another node'}, not {node}"
+            except BindError as exc:
+                self.ledger.release(key, "bind failed")
+                return f"binding pod {key} to {node} failed: {exc}"
+            log.info("pod bound", extra={"pod": key, "node": node, "group": held.group})
+            return ""

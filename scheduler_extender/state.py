@@ -1,0 +1,61 @@
+"""The ``/state`` document: what the graph holds, per node, backend, group and pod.
+
+Versioned so tools can rely on it::
+
+    {"version": 1,
+     "nodes":    {name: {type: {"capacity", "allocated", "free"}}},
+     "backends": {name: {"held": bool, "pod": key|null, "attributes": {...}}},
+     "groups":   {key: {"pods": {pod: node}, "backend": name|null}},
+     "pods":     {key: {"node", "state", "group", "amounts", "backend"}}}
+
+Built from copies taken under short locks, so reading it never holds up a match.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fluence.graph import ClusterGraph
+from fluence.ledger import Ledger
+
+VERSION = 1
+
+
+def snapshot(graph: ClusterGraph, ledger: Ledger) -> dict[str, Any]:
+    holdings = ledger.holdings()
+    nodes = graph.node_usage()
+    held = graph.backend_usage()
+    holder: dict[str, str] = {}
+    for h in holdings.values():
+        for d in h.devices:
+            holder[d.name] = h.pod
+    backends = {
+        b.name: {
+            "held": held.get(b.name, False),
+            "pod": holder.get(b.name),
+            "attributes": dict(b.attributes),
+        }
+        for b in graph.backends().values()
+    }
+    groups: dict[str, dict[str, Any]] = {}
+    pods: dict[str, dict[str, Any]] = {}
+    for key, h in sorted(holdings.items()):
+        be = h.backend.name if h.backend else None
+        pods[key] = {
+            "node": h.node or None,
+            "state": h.state,
+            "group": h.group or None,
+            "amounts": dict(h.amounts),
+            "backend": be,
+        }
+        if h.group:
+            g = groups.setdefault(h.group, {"pods": {}, "backend": None})
+            g["pods"][key] = h.node or None
+            g["backend"] = g["backend"] or be
+    return {
+        "version": VERSION,
+        "nodes": nodes,
+        "backends": backends,
+        "groups": groups,
+        "pods": pods,
+    }

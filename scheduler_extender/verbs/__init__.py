@@ -1,0 +1,1 @@
+"""One module per extender verb; each only translates between the wire and the Scheduler."""

@@ -1,0 +1,518 @@
+"""fluence-extender as a real process behind a real kube-scheduler, on the local control plane.
+
+Each test gets its own fake nodes (labelled with the test's id) and pods that
+select them, so tests sharing the session's control plane do not see each
+other's capacity.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+
+from fluence import names
+from fluence.controlplane import ControlPlane, SchedulerHandle
+from fluence.controlplane.processes import free_port
+from fluence.pods import cpu_millicores
+
+SCRIPT = Path(sys.executable).with_name("fluence-extender")
+RESOURCES = Path(__file__).resolve().parents[2] / "examples" / "resources.yaml"
+SUITE_LABEL = "fluence-e2e/suite"
+QPU = names.resource_name("qpu")
+
+
+class Extender:
+    """A ``fluence-extender`` child process; always stopped by the fixture."""
+
+    def __init__(self, workdir: Path, kubeconfig: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / "extender.log"
+        self.env = {
+            **os.environ,
+            "FLUENCE_BIND": f"127.0.0.1:{self.port}",
+            "FLUENCE_KUBECONFIG": str(kubeconfig),
+            "FLUENCE_RESOURCES": str(RESOURCES),
+            "FLUENCE_UNBOUND_TIMEOUT": "60",
+            "FLUENCE_EXPIRE_INTERVAL": "1",
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [str(SCRIPT)],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        wait_for(self.ready, 60, "the extender to become ready", self.log_tail)
+
+    def ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"fluence-extender exited: {self.log_tail()}")
+        try:
+            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.proc = None
+
+    def state(self) -> dict[str, Any]:
+        doc: dict[str, Any] = httpx.get(self.url + "/state", timeout=10).json()
+        return doc
+
+    def log_tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:] if self.log_path.exists() else ""
+
+
+def wait_for(
+    probe: Callable[[], Any], timeout: float, what: str, detail: Callable[[], str] = lambda: ""
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}. {detail()}")
+        time.sleep(0.2)
+
+
+def scheduler_config(url: str) -> dict[str, Any]:
+    return {
+        "percentageOfNodesToScore": 100,
+        "podInitialBackoffSeconds": 1,
+        "podMaxBackoffSeconds": 2,
+        "profiles": [{"schedulerName": names.SCHEDULER_NAME}],
+        "extenders": [
+            {
+                "urlPrefix": url,
+                "filterVerb": "filter",
+                "prioritizeVerb": "prioritize",
+                "bindVerb": "bind",
+                "weight": 1,
+                "nodeCacheCapable": True,
+                "httpTimeout": "30s",
+            }
+        ],
+    }
+
+
+class Stack:
+    def __init__(self, cp: ControlPlane, extender: Extender, scheduler: SchedulerHandle) -> None:
+        self.cp = cp
+        self.extender = extender
+        self.scheduler = scheduler
+
+
+@pytest.fixture(scope="module")
+def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("fluence-extender")
+    extender = Extender(workdir, control_plane.kubeconfig)
+    scheduler: SchedulerHandle | None = None
+    try:
+        extender.start()
+        control_plane.start_kubelet()
+        scheduler = control_plane.start_scheduler(scheduler_config(extender.url), name="fluence")
+        yield Stack(control_plane, extender, scheduler)
+    finally:
+        if scheduler is not None:
+            control_plane.stop_scheduler(scheduler)
+        extender.kill(signal.SIGTERM)
+
+
+class Suite:
+    """One test's nodes and helpers to create pods that land only on them."""
+
+    def __init__(self, stack: Stack, kube: ApiClient, namespace: str) -> None:
+        self.stack = stack
+        self.core = CoreV1Api(kube)
+        self.custom = CustomObjectsApi(kube)
+        self.ns = namespace
+        self.id = uuid.uuid4().hex[:6]
+        self.nodes: list[str] = []
+
+    def add_nodes(
+        self, count: int, cpu: str = "4", memory: str = "8Gi", qpu: bool = False
+    ) -> list[str]:
+        capacity = {"cpu": cpu, "memory": memory, "pods": "110"}
+        if qpu:
+            capacity[QPU] = "1000"
+        made = self.stack.cp.add_nodes(
+            count, prefix=f"f{self.id}-", capacity=capacity, labels={SUITE_LABEL: self.id}
+        )
+        self.nodes += made
+        wait_for(
+            lambda: all(n in self.stack.extender.state()["nodes"] for n in made),
+            20,
+            "the extender to see the new nodes",
+        )
+        return made
+
+    def pod(
+        self,
+        name: str,
+        cpu: str = "1",
+        memory: str = "512Mi",
+        *,
+        group: str | None = None,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        requests = {"cpu": cpu, "memory": memory, **(extra or {})}
+        spec: dict[str, Any] = {
+            "schedulerName": names.SCHEDULER_NAME,
+            "nodeSelector": {SUITE_LABEL: self.id},
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "busybox",
+                    "resources": {"requests": requests, "limits": dict(requests)},
+                }
+            ],
+        }
+        if group:
+            spec["schedulingGroup"] = {"podGroupName": group}
+        body: Any = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+            "spec": spec,
+        }
+        out: dict[str, Any] = self.core.api_client.sanitize_for_serialization(
+            self.core.create_namespaced_pod(self.ns, body)
+        )
+        return out
+
+    def podgroup(self, name: str, min_count: int) -> None:
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        }
+        self.custom.create_namespaced_custom_object(
+            "scheduling.k8s.io", "v1alpha2", self.ns, "podgroups", body
+        )
+
+    def get(self, name: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.core.api_client.sanitize_for_serialization(
+            self.core.read_namespaced_pod(name, self.ns)
+        )
+        return out
+
+    def node_of(self, name: str) -> str:
+        return str(self.get(name)["spec"].get("nodeName") or "")
+
+    def wait_bound(self, *pods: str, timeout: float = 60) -> dict[str, str]:
+        def probe() -> dict[str, str] | None:
+            got = {p: self.node_of(p) for p in pods}
+            return got if all(got.values()) else None
+
+        result: dict[str, str] = wait_for(
+            probe, timeout, f"pods {pods} to be bound", lambda: self.describe(*pods)
+        )
+        return result
+
+    def describe(self, *pods: str) -> str:
+        out = []
+        for p in pods:
+            pod = self.get(p)
+            conds = (pod.get("status") or {}).get("conditions") or []
+            out.append(f"{p}: node={pod['spec'].get('nodeName')} conditions={conds}")
+        return " | ".join(out) + " | extender log: " + self.stack.extender.log_tail()[-1500:]
+
+    def unschedulable_message(self, name: str) -> str:
+        conds = (self.get(name).get("status") or {}).get("conditions") or []
+        for c in conds:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                return str(c.get("message") or "")
+        return ""
+
+    def delete(self, *pods: str) -> None:
+        for p in pods:
+            self.core.delete_namespaced_pod(p, self.ns, grace_period_seconds=0)
+
+    def state_nodes(self) -> dict[str, Any]:
+        nodes = self.stack.extender.state()["nodes"]
+        return {n: nodes[n] for n in self.nodes if n in nodes}
+
+    def state_pods(self) -> dict[str, Any]:
+        pods = self.stack.extender.state()["pods"]
+        return {k: v for k, v in pods.items() if k.startswith(self.ns + "/")}
+
+    def cleanup(self) -> None:
+        for n in self.nodes:
+            self.stack.cp.delete_node(n)
+
+
+@pytest.fixture
+def suite(stack: Stack, kube: ApiClient, namespace: str) -> Iterator[Suite]:
+    s = Suite(stack, kube, namespace)
+    try:
+        yield s
+    finally:
+        s.cleanup()
+
+
+def test_single_pod_is_bound_with_its_allocation_record(suite: Suite) -> None:
+    suite.add_nodes(2)
+    suite.pod("solo", cpu="2")
+    node = suite.wait_bound("solo")["solo"]
+    pod = suite.get("solo")
+    record = json.loads(pod["metadata"]["annotations"][names.ANNOTATION_ALLOCATION])
+    assert record["node"] == node and record["amounts"]["core"] == 2000
+    assert record["group"] == f"{suite.ns}/solo"
+    suite.stack.cp.kubelet.wait_for_phase(suite.ns, "solo", "Running")
+    assert suite.state_pods()[f"{suite.ns}/solo"]["node"] == node
+    assert suite.state_nodes()[node]["core"]["allocated"] == 2000
+    lines = httpx.get(suite.stack.extender.url + "/metrics/", timeout=10).text.splitlines()
+    for metric, label in (
+        ("fluence_extender_request_seconds_count", 'verb="filter"'),
+        ("fluence_extender_request_seconds_count", 'verb="bind"'),
+        ("fluence_match_seconds_count", ""),
+        ("fluence_allocations_held", 'state="committed"'),
+        ("fluence_graph_utilization", 'type="core"'),
+    ):
+        assert any(ln.startswith(metric) and label in ln for ln in lines), (metric, label)
+
+
+def test_native_podgroup_is_placed_as_a_gang_where_fluxion_chose(suite: Suite) -> None:
+    suite.add_nodes(2, cpu="4")
+    suite.podgroup("training", 2)
+    for i in range(2):
+        suite.pod(f"training-{i}", cpu="4", memory="1Gi", group="training")
+    bound = suite.wait_bound("training-0", "training-1")
+    assert sorted(bound.values()) == sorted(suite.nodes)
+    group = suite.stack.extender.state()["groups"][f"{suite.ns}/training"]
+    assert group["pods"] == {f"{suite.ns}/{p}": n for p, n in bound.items()}
+
+
+def test_label_gang_waits_for_its_quorum_then_shares_a_node(suite: Suite) -> None:
+    suite.add_nodes(1, cpu="4")
+    lab = {names.LABEL_GROUP: "gang3"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "4"}
+    for i in range(3):
+        suite.pod(f"gang3-{i}", cpu="1", labels=lab, annotations=ann)
+    wait_for(
+        lambda: "waiting for 1 more pod(s) of group" in suite.unschedulable_message("gang3-0"),
+        30,
+        "the quorum message",
+        lambda: suite.describe("gang3-0"),
+    )
+    assert suite.node_of("gang3-0") == ""
+    suite.pod("gang3-3", cpu="1", labels=lab, annotations=ann)
+    bound = suite.wait_bound(*(f"gang3-{i}" for i in range(4)))
+    assert set(bound.values()) == {suite.nodes[0]}
+    assert suite.state_nodes()[suite.nodes[0]]["core"]["free"] == 0
+
+
+def test_gang_that_does_not_fit_waits_with_a_reason_and_runs_when_capacity_frees(
+    suite: Suite,
+) -> None:
+    suite.add_nodes(2, cpu="4")
+    suite.pod("blocker", cpu="3")
+    suite.wait_bound("blocker")
+    suite.stack.cp.kubelet.wait_for_phase(suite.ns, "blocker", "Running")
+    suite.podgroup("big", 2)
+    for i in range(2):
+        suite.pod(f"big-{i}", cpu="3", group="big")
+    wait_for(
+        lambda: (
+            "does not fit now" in suite.unschedulable_message("big-0")
+            or "does not fit now" in suite.unschedulable_message("big-1")
+        ),
+        60,
+        "a readable reason on the pending gang",
+        lambda: suite.describe("big-0", "big-1"),
+    )
+    time.sleep(2)
+    assert suite.node_of("big-0") == "" and suite.node_of("big-1") == ""
+    suite.stack.cp.kubelet.succeed(suite.ns, "blocker")
+    bound = suite.wait_bound("big-0", "big-1", timeout=90)
+    assert sorted(bound.values()) == sorted(suite.nodes)
+
+
+def test_quantum_pod_gets_a_backend_annotation(suite: Suite) -> None:
+    suite.add_nodes(1, qpu=True)
+    suite.pod(
+        "sampler",
+        cpu="100m",
+        extra={QPU: "1"},
+        annotations={names.ANNOTATION_REQUIRE_PREFIX + "vendor": "ibm"},
+    )
+    suite.wait_bound("sampler")
+    ann = suite.get("sampler")["metadata"]["annotations"]
+    backend = ann[names.ANNOTATION_BACKEND]
+    assert backend in ("ibm_fez", "ibm_marrakesh")
+    assert ann[names.attr_annotation("vendor")] == "ibm"
+    assert ann[names.attr_annotation("qrmi_type")] == "qiskit-runtime-service"
+    state = suite.stack.extender.state()
+    assert state["backends"][backend]["held"] is True
+    assert state["backends"][backend]["pod"] == f"{suite.ns}/sampler"
+    suite.delete("sampler")
+    wait_for(
+        lambda: not suite.stack.extender.state()["backends"][backend]["held"],
+        20,
+        "the backend to be released",
+    )
+
+
+def test_group_that_can_never_fit_is_unresolvable(suite: Suite) -> None:
+    suite.add_nodes(1, cpu="4")
+    # Each member fits the node alone (so the in-tree filters pass); together they never do.
+    suite.podgroup("wide", 2)
+    for i in range(2):
+        suite.pod(f"wide-{i}", cpu="3", group="wide")
+    wait_for(
+        lambda: (
+            "can never fit" in suite.unschedulable_message("wide-0")
+            or "can never fit" in suite.unschedulable_message("wide-1")
+        ),
+        60,
+        "the unresolvable reason",
+        lambda: suite.describe("wide-0", "wide-1"),
+    )
+    assert suite.node_of("wide-0") == "" and suite.node_of("wide-1") == ""
+
+
+def test_deleting_pods_returns_state_to_free(suite: Suite) -> None:
+    suite.add_nodes(2)
+    pods = [f"p{i}" for i in range(5)]
+    for p in pods:
+        suite.pod(p, cpu="1")
+    suite.wait_bound(*pods)
+    assert sum(n["core"]["allocated"] for n in suite.state_nodes().values()) == 5000
+    suite.delete(*pods)
+    wait_for(
+        lambda: all(
+            n["core"]["allocated"] == 0 and n["memory"]["allocated"] == 0
+            for n in suite.state_nodes().values()
+        ),
+        30,
+        "the nodes to be free again",
+    )
+    assert suite.state_pods() == {}
+
+
+def _assert_no_overcommit(suite: Suite) -> None:
+    listed: dict[str, Any] = suite.core.api_client.sanitize_for_serialization(
+        suite.core.list_namespaced_pod(suite.ns)
+    )
+    per_node: dict[str, int] = {}
+    backends: dict[str, int] = {}
+    for p in listed["items"]:
+        node = p["spec"].get("nodeName")
+        if not node or p["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        requests = p["spec"]["containers"][0]["resources"]["requests"]
+        per_node[node] = per_node.get(node, 0) + cpu_millicores(requests["cpu"])
+        be = (p["metadata"].get("annotations") or {}).get(names.ANNOTATION_BACKEND)
+        if be and QPU in requests:
+            backends[be] = backends.get(be, 0) + 1
+    assert all(v <= 4000 for v in per_node.values()), per_node
+    assert all(v <= 1 for v in backends.values()), backends
+
+
+def test_restart_after_kill_rebuilds_the_same_state_and_never_double_books(
+    suite: Suite,
+) -> None:
+    suite.add_nodes(6, cpu="4", qpu=True)
+    names_: list[str] = []
+    for g in range(4):
+        suite.podgroup(f"g{g}", 5)
+        for i in range(5):
+            suite.pod(f"g{g}-{i}", cpu="1", group=f"g{g}")
+            names_.append(f"g{g}-{i}")
+    suite.pod("q0", cpu="100m", extra={QPU: "1"})
+    names_.append("q0")
+    suite.wait_bound(*names_, timeout=120)
+    wait_for(
+        lambda: (
+            all(v["state"] == "committed" for v in suite.state_pods().values())
+            and len(suite.state_pods()) == len(names_)
+        ),
+        30,
+        "every allocation to be committed",
+    )
+    before = suite.stack.extender.state()
+    ext = suite.stack.extender
+    ext.kill(signal.SIGKILL)
+    ext.start()
+    after = ext.state()
+    assert {n: after["nodes"][n] for n in suite.nodes} == {
+        n: before["nodes"][n] for n in suite.nodes
+    }
+    assert suite.state_pods() == {
+        k: v for k, v in before["pods"].items() if k.startswith(suite.ns + "/")
+    }
+    assert after["backends"] == before["backends"]
+    # New work after the restart fills what is left (24 cpu - 20.2 held) and never double-books.
+    suite.pod("q1", cpu="100m", extra={QPU: "1"})
+    suite.wait_bound("q1")
+    more = [f"late-{i}" for i in range(5)]
+    for p in more:
+        suite.pod(p, cpu="1")
+    suite.pod("q2", cpu="100m", extra={QPU: "1"})
+    suite.wait_bound(*more[:3])
+    time.sleep(3)
+    _assert_no_overcommit(suite)
+    assert suite.node_of("late-3") == "" and suite.node_of("late-4") == ""
+    assert suite.node_of("q2") == "", "a third qpu pod must wait: two backends, both held"
+    held = [p for p, v in suite.state_pods().items() if v["backend"]]
+    assert sorted(held) == [f"{suite.ns}/q0", f"{suite.ns}/q1"]
+
+
+def test_standby_replica_follows_the_watch_without_double_booking(
+    suite: Suite, tmp_path: Path
+) -> None:
+    standby = Extender(tmp_path, suite.stack.cp.kubeconfig)
+    try:
+        standby.start()
+        suite.add_nodes(2, cpu="4", qpu=True)
+        suite.podgroup("ha", 3)
+        pods = [f"ha-{i}" for i in range(3)]
+        for p in pods:
+            suite.pod(p, cpu="2", group="ha")
+        suite.pod("hq", cpu="100m", extra={QPU: "1"})
+        suite.wait_bound(*pods, "hq")
+
+        def mine(doc: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in doc["pods"].items() if k.startswith(suite.ns + "/")}
+
+        def same() -> bool:
+            a, b = suite.stack.extender.state(), standby.state()
+            return mine(a) == mine(b) and all(a["nodes"][n] == b["nodes"][n] for n in suite.nodes)
+
+        wait_for(same, 20, "the standby to hold what the primary holds")
+        assert all(v["state"] == "committed" for v in mine(standby.state()).values())
+        suite.delete(*pods, "hq")
+        wait_for(lambda: mine(standby.state()) == {}, 20, "the standby to release ended pods")
+        assert not any(b["held"] for b in standby.state()["backends"].values())
+    finally:
+        standby.kill(signal.SIGTERM)
