@@ -38,8 +38,9 @@ class ReloadingTLS:
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self.context.set_alpn_protocols(["h2", "http/1.1"])
-        self._stamp: tuple[float, float] | None = None
-        self.reload_if_changed()
+        # The first load must succeed: a server without a certificate fails every handshake.
+        self._stamp = self._current_stamp()
+        self.context.load_cert_chain(self.files.cert, self.files.key)
 
     def _current_stamp(self) -> tuple[float, float]:
         return (os.stat(self.files.cert).st_mtime, os.stat(self.files.key).st_mtime)
@@ -56,12 +57,9 @@ class ReloadingTLS:
         try:
             self.context.load_cert_chain(self.files.cert, self.files.key)
         except (ssl.SSLError, OSError) as e:
-            if self._stamp is None:
-                raise
             log.error("tls reload failed, keeping the old certificate", extra={"error": str(e)})
             return False
-        if self._stamp is not None:
-            log.info("tls certificate reloaded", extra={"cert": str(self.files.cert)})
+        log.info("tls certificate reloaded", extra={"cert": str(self.files.cert)})
         self._stamp = stamp
         return True
 
@@ -91,6 +89,10 @@ def hypercorn_config(bind: str, tls: ReloadingTLS | None = None) -> Config:
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.keep_alive_timeout = 75
+    # kube-apiserver and kube-scheduler multiplex every call over one long-lived HTTP/2
+    # connection; Hypercorn's default of closing it after 1000 requests drops the calls
+    # in flight, so never close for that reason.
+    config.keep_alive_max_requests = 2**62
     return config
 
 

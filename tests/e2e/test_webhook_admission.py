@@ -1,0 +1,236 @@
+"""The webhook registered with a real kube-apiserver: what ends up stored in etcd.
+
+One ``fluence-webhook`` process per module, registered by URL with its CA in
+``caBundle`` (the same configuration the manifest recommends, but with a
+``url`` client config instead of a Service).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client import ApiClient, CoreV1Api
+
+from fluence import names
+from fluence.controlplane import ControlPlane, KubeApiError, resolve_env
+from tests.integration.test_webhook_process import WebhookProcess
+from webhook.manifest import webhook_configuration
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+CONFIGS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+BACKEND_FIELD = names.annotation_fieldpath(names.ANNOTATION_BACKEND)
+
+
+def register(control_plane: ControlPlane, proc: WebhookProcess, name: str) -> None:
+    config = webhook_configuration(
+        url=f"{proc.url}{names.WEBHOOK_PATH}", ca_bundle=proc.bundle.ca_pem, certificate=None
+    )
+    config["metadata"]["name"] = name
+    control_plane.rest.create(CONFIGS, config)
+
+
+def wait_effective(control_plane: ControlPlane, timeout: float = 30.0) -> None:
+    """The API server picks up new configurations asynchronously; wait until ours is called."""
+    probe = quantum_pod(f"probe-{uuid.uuid4().hex[:6]}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = control_plane.rest.create("/api/v1/namespaces/default/pods", probe, dryRun="All")
+        if any(e["name"] == "QRMI_BACKEND" for e in out["spec"]["containers"][0].get("env", [])):
+            return
+        time.sleep(0.2)
+    raise AssertionError("the API server never called the webhook")
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebhookProcess]:
+    workdir = tmp_path_factory.mktemp("webhook")
+    name = f"fluence-webhook-e2e-{uuid.uuid4().hex[:6]}"
+    with WebhookProcess(
+        workdir, resources=EXAMPLES / "resources.yaml", kubeconfig=control_plane.kubeconfig
+    ) as proc:
+        register(control_plane, proc, name)
+        try:
+            wait_effective(control_plane)
+            yield proc
+        finally:
+            control_plane.rest.delete(f"{CONFIGS}/{name}")
+
+
+def quantum_pod(name: str) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load((EXAMPLES / "quantum-pod.yaml").read_text())
+    body["metadata"]["name"] = name
+    return body
+
+
+def classical_pod(name: str, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, **meta},
+        "spec": {
+            "schedulerName": names.SCHEDULER_NAME,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def create(control_plane: ControlPlane, namespace: str, body: dict[str, Any], **q: Any) -> Any:
+    return control_plane.rest.create(f"/api/v1/namespaces/{namespace}/pods", body, **q)
+
+
+def env_by_name(pod: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    return {e["name"]: e for e in pod["spec"]["containers"][index].get("env", [])}
+
+
+def test_quantum_example_pod_is_stored_with_backend_fieldrefs(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    create(control_plane, namespace, quantum_pod("quantum-hello"))
+    stored = control_plane.rest.get(f"/api/v1/namespaces/{namespace}/pods/quantum-hello")
+    env = env_by_name(stored)
+    for var in ("QRMI_BACKEND", "FLUXION_BACKEND"):
+        assert env[var]["valueFrom"]["fieldRef"]["fieldPath"] == BACKEND_FIELD
+    assert env["FLUXION_VENDOR"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        names.annotation_fieldpath(names.attr_annotation("vendor"))
+    )
+
+
+def test_user_value_of_qrmi_backend_is_kept(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    body = quantum_pod("mine")
+    body["spec"]["containers"][0]["env"] = [{"name": "QRMI_BACKEND", "value": "ibm_torino"}]
+    stored = create(control_plane, namespace, body)
+    env = env_by_name(stored)
+    assert env["QRMI_BACKEND"] == {"name": "QRMI_BACKEND", "value": "ibm_torino"}
+    assert "FLUXION_BACKEND" in env
+    assert [e["name"] for e in stored["spec"]["containers"][0]["env"]].count("QRMI_BACKEND") == 1
+
+
+def test_classical_pod_is_untouched(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    body = classical_pod("plain")
+    stored = create(control_plane, namespace, body)
+    assert "env" not in stored["spec"]["containers"][0]
+    assert "schedulingGroup" not in stored["spec"]
+    assert stored["metadata"].get("annotations") is None
+
+
+def test_downward_env_resolves_to_the_backend_annotation(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    body = quantum_pod("bound")
+    body["metadata"]["annotations"] = {
+        names.ANNOTATION_BACKEND: "ibm_fez",
+        names.attr_annotation("vendor"): "ibm",
+    }
+    create(control_plane, namespace, body)
+    stored = control_plane.rest.get(f"/api/v1/namespaces/{namespace}/pods/bound")
+    env = resolve_env(stored)["main"]
+    assert env["QRMI_BACKEND"] == stored["metadata"]["annotations"][names.ANNOTATION_BACKEND]
+    assert env["QRMI_BACKEND"] == env["FLUXION_BACKEND"] == "ibm_fez"
+    assert env["FLUXION_VENDOR"] == "ibm"
+    assert env["FLUXION_QRMI_TYPE"] == ""  # annotation absent: empty, as the kubelet does
+
+
+def podgroup(control_plane: ControlPlane, namespace: str, name: str) -> Any:
+    return control_plane.rest.get(
+        f"/apis/{names.PODGROUP_GROUP}/{names.PODGROUP_VERSION}/namespaces/{namespace}"
+        f"/{names.PODGROUP_PLURAL}/{name}"
+    )
+
+
+def test_label_gang_pod_gets_its_podgroup_and_link(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    template = yaml.safe_load((EXAMPLES / "label-gang.yaml").read_text())["spec"]["template"]
+    for i in range(2):
+        body = {"apiVersion": "v1", "kind": "Pod", **template}
+        body["metadata"] = {**template["metadata"], "generateName": "label-gang-"}
+        stored = create(control_plane, namespace, body)
+        assert stored["spec"]["schedulingGroup"] == {"podGroupName": "label-gang"}, i
+    group = podgroup(control_plane, namespace, "label-gang")
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    assert group["metadata"]["annotations"][names.ANNOTATION_CREATED_BY] == (
+        names.CREATED_BY_WEBHOOK
+    )
+    assert group["metadata"]["labels"][names.LABEL_GROUP] == "label-gang"
+
+
+def test_job_owned_gang_takes_the_job_parallelism(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    job = control_plane.rest.create(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train"},
+            "spec": {
+                "parallelism": 3,
+                "completions": 3,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "main", "image": "busybox"}],
+                    }
+                },
+            },
+        },
+    )
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "train",
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+    }
+    body = classical_pod("train-0", labels={names.LABEL_GROUP: "train"}, ownerReferences=[owner])
+    stored = create(control_plane, namespace, body)
+    assert stored["spec"]["schedulingGroup"] == {"podGroupName": "train"}
+    assert podgroup(control_plane, namespace, "train")["spec"]["schedulingPolicy"] == {
+        "gang": {"minCount": 3}
+    }
+
+
+def test_server_side_dry_run_creates_no_podgroup(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    body = classical_pod("dry", labels={names.LABEL_GROUP: "dry-gang"})
+    out = create(control_plane, namespace, body, dryRun="All")
+    assert out["spec"]["schedulingGroup"] == {"podGroupName": "dry-gang"}
+    with pytest.raises(KubeApiError) as missing:
+        podgroup(control_plane, namespace, "dry-gang")
+    assert missing.value.status == 404
+    with pytest.raises(KubeApiError):
+        control_plane.rest.get(f"/api/v1/namespaces/{namespace}/pods/dry")
+
+
+def test_fluxion_request_under_another_scheduler_is_warned(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str, kube: ApiClient
+) -> None:
+    body = quantum_pod("elsewhere")
+    body["spec"]["schedulerName"] = "default-scheduler"
+    core: Any = CoreV1Api(kube)  # the raw response, to read the Warning headers
+    response = core.create_namespaced_pod(namespace, body, _preload_content=False)
+    warnings = response.headers.get("Warning", "")
+    assert "only schedulerName 'fluence' assigns a backend" in warnings
+    stored = json.loads(response.data)
+    assert "env" not in stored["spec"]["containers"][0]

@@ -1,0 +1,138 @@
+"""Running ``fluence-webhook`` as a real process over TLS, and its life cycle.
+
+:class:`WebhookProcess` is shared with the e2e tests and the benchmark: it
+issues a certificate with :mod:`webhook.certs`, starts the console script on a
+free loopback port and always stops it (SIGTERM, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import pytest
+
+from webhook.certs import CertBundle, generate, write_files
+
+SCRIPT = Path(sys.executable).with_name("fluence-webhook")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class WebhookProcess:
+    """A ``fluence-webhook`` child process serving HTTPS on 127.0.0.1."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        resources: Path | None = None,
+        kubeconfig: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.tls_dir = workdir / "tls"
+        self.bundle: CertBundle = generate(["localhost"], ["127.0.0.1"], days=2)
+        write_files(self.bundle, self.tls_dir)
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.log_path = workdir / "webhook.log"
+        self.env = {
+            **os.environ,
+            "FLUENCE_BIND": f"127.0.0.1:{self.port}",
+            "FLUENCE_TLS_CERT": str(self.tls_dir / "tls.crt"),
+            "FLUENCE_TLS_KEY": str(self.tls_dir / "tls.key"),
+            "FLUENCE_RESOURCES": str(resources or ""),
+            "FLUENCE_KUBECONFIG": str(kubeconfig or ""),
+            "FLUENCE_GANG": "true" if kubeconfig else "false",
+            **(extra_env or {}),
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def ca_file(self) -> Path:
+        return self.tls_dir / "ca.crt"
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, verify=self.ssl_context(), timeout=10)
+
+    def start(self, timeout: float = 30.0) -> WebhookProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [str(SCRIPT)], env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        with httpx.Client(verify=self.ssl_context(), timeout=1) as c:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"fluence-webhook exited: {self.log_path.read_text()}")
+                try:
+                    if c.get(self.url + "/readyz").status_code == 200:
+                        return self
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"fluence-webhook not ready in {timeout}s: {self.log_path.read_text()}")
+
+    def stop(self, grace: float = 10.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self) -> WebhookProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+@pytest.fixture
+def webhook_process(tmp_path: Path) -> Iterator[WebhookProcess]:
+    with WebhookProcess(tmp_path) as proc:
+        yield proc
+
+
+def test_sigterm_stops_the_server_cleanly(webhook_process: WebhookProcess) -> None:
+    with webhook_process.client() as c:
+        assert c.get("/healthz").text == "ok"
+    assert webhook_process.stop() == 0
+
+
+def test_missing_certificate_exits_with_a_message(tmp_path: Path) -> None:
+    proc = WebhookProcess(tmp_path)
+    (proc.tls_dir / "tls.crt").unlink()
+    with pytest.raises(RuntimeError, match="exited"):
+        proc.start(timeout=20)
+    assert proc.stop() == 1
+    assert "FLUENCE_TLS_CERT" in proc.log_path.read_text()

@@ -1,0 +1,100 @@
+"""``fluence-webhook``: serve the mutating webhook (default), or ``certs`` for its certificates."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import ssl
+import sys
+
+from fluence import telemetry
+from fluence.serving import TLSFiles, serve_app
+from webhook import certs
+from webhook.admission import Admission
+from webhook.app import create_app
+from webhook.env import ContractFile
+from webhook.gang import GangWiring, KubeGangCluster, kube_api_client
+from webhook.settings import WebhookSettings
+
+log = logging.getLogger("webhook")
+
+
+def build_wiring(settings: WebhookSettings) -> GangWiring | None:
+    """Gang wiring with an API client; None (logged) when it is off or there are no credentials."""
+    if not settings.gang:
+        return None
+    try:
+        api_client = kube_api_client(settings.kubeconfig)
+    except Exception as e:
+        log.warning(
+            "gang wiring off: no Kubernetes credentials; set FLUENCE_KUBECONFIG or run in-cluster",
+            extra={"error": str(e)},
+        )
+        return None
+    cluster = KubeGangCluster(api_client, timeout=settings.api_timeout_seconds)
+    return GangWiring(
+        cluster,
+        recheck_seconds=settings.api_recheck_seconds,
+        ensured_ttl=settings.podgroup_cache_seconds,
+    )
+
+
+def check_tls(settings: WebhookSettings) -> None:
+    """Fail at start on an unusable pair; the server would otherwise run and refuse every client."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(settings.tls_cert, settings.tls_key)
+
+
+async def serve(settings: WebhookSettings) -> None:
+    contract = ContractFile(settings.resources)
+    wiring = build_wiring(settings)
+    ready = False
+    app = create_app(settings, Admission(contract.current, wiring), ready=lambda: ready)
+    background = []
+    if wiring is not None:
+        await wiring.refresh()
+        background.append(wiring.watch)
+
+    def on_ready() -> None:
+        nonlocal ready
+        ready = True
+
+    await serve_app(
+        app,
+        settings.bind,
+        tls_files=TLSFiles(settings.tls_cert, settings.tls_key),
+        background=background,
+        on_ready=on_ready,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="fluence-webhook",
+        description="Mutating admission webhook of fluence; settings: FLUENCE_* variables.",
+    )
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("serve", help="serve POST /mutate over HTTPS (the default)")
+    certs.add_arguments(
+        commands.add_parser("certs", help="make a CA and serving certificate; see webhook.certs")
+    )
+    args = parser.parse_args(argv)
+    telemetry.setup("fluence-webhook")
+    if args.command == "certs":
+        return certs.run(args)
+    settings = WebhookSettings()
+    try:
+        check_tls(settings)
+        asyncio.run(serve(settings))
+    except (OSError, ValueError, ssl.SSLError) as e:
+        log.error(
+            "webhook could not start; check FLUENCE_BIND and FLUENCE_TLS_CERT/KEY",
+            extra={"error": str(e)},
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

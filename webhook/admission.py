@@ -1,0 +1,93 @@
+"""One admission review, start to finish: decode, decide, wire the gang, answer.
+
+Kept apart from the HTTP layer so tests drive it with bytes in, bytes out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fluence import names
+from webhook import env, gang
+from webhook.patch import PatchBuilder
+from webhook.review import AdmissionRequest, Pod, allow, decode_pod, decode_review
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Mutation:
+    """The patch and warnings for one pod, plus the gang still to wire (needs the API server)."""
+
+    patch: PatchBuilder = field(default_factory=PatchBuilder)
+    warnings: list[str] = field(default_factory=list)
+    gang: gang.GangRequest | None = None
+
+
+def mutate(pod: Pod, namespace: str, contract: env.EnvContract) -> Mutation:
+    """Everything decided from the pod alone: env vars, warnings, which gang to wire."""
+    result = Mutation()
+    if pod.spec.scheduler_name != names.SCHEDULER_NAME:
+        asked = sorted({t for s in env.containers(pod) for t in env.fluxion_types(s.container)})
+        if asked:
+            result.warnings.append(
+                f"the pod requests {names.resource_name(asked[0])} but spec.schedulerName is "
+                f"{pod.spec.scheduler_name or 'unset'!r}; only schedulerName "
+                f"{names.SCHEDULER_NAME!r} assigns a backend"
+            )
+        return result
+    plan = env.plan_env(pod, contract)
+    result.warnings.extend(plan.warnings)
+    env.add_env(plan, contract, result.patch)
+    result.gang, gang_warnings = gang.plan_gang(pod, namespace)
+    result.warnings.extend(gang_warnings)
+    return result
+
+
+class Admission:
+    """Answers AdmissionReviews for pod CREATE."""
+
+    def __init__(
+        self, contract: Callable[[], env.EnvContract], wiring: gang.GangWiring | None = None
+    ) -> None:
+        self.contract = contract
+        self.wiring = wiring
+
+    async def review(self, body: bytes) -> bytes:
+        """The encoded response review; :class:`~webhook.review.ReviewError` for a bad request."""
+        request = decode_review(body)
+        try:
+            return await self._review(request)
+        except Exception:
+            # Admission only adds conveniences (env vars, a gang link). With
+            # failurePolicy Fail a 500 would reject every fluence pod for as long
+            # as a bug lasts; allowing with a warning keeps workloads running and
+            # tells their owner why the variables are missing.
+            log.exception("admission failed; pod allowed unchanged", extra={"uid": request.uid})
+            return allow(
+                request.uid,
+                warnings=["fluence webhook hit an internal error; the pod was admitted unchanged"],
+            )
+
+    async def _review(self, request: AdmissionRequest) -> bytes:
+        if not request.is_pod_create:
+            what = f"{request.operation or '?'} {request.kind.kind or '?'}"
+            return allow(
+                request.uid,
+                warnings=[f"fluence webhook only mutates Pod CREATE, got {what}; nothing changed"],
+            )
+        try:
+            pod = decode_pod(request.object)
+        except ValueError as e:
+            return allow(request.uid, warnings=[f"fluence webhook left the pod unchanged: {e}"])
+        mutation = mutate(pod, request.namespace, self.contract())
+        if mutation.gang is not None and self.wiring is not None:
+            await self.wiring.wire(
+                mutation.gang,
+                dry_run=bool(request.dry_run),
+                patch=mutation.patch,
+                warnings=mutation.warnings,
+            )
+        return allow(request.uid, mutation.patch.ops, mutation.warnings)

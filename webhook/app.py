@@ -1,0 +1,126 @@
+"""The HTTP surface: ``POST /mutate``, probes and ``/metrics``. Handlers only translate.
+
+``/mutate`` is a plain ASGI endpoint rather than a request/response function:
+every pod creation in the cluster waits on it, and skipping the framework's
+request and response objects halves the time spent outside the decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.types import Receive, Scope, Send
+
+from fluence import telemetry
+from webhook.admission import Admission
+from webhook.review import ReviewError
+from webhook.settings import WebhookSettings
+
+_JSON = [(b"content-type", b"application/json")]
+_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The request body; :class:`BodyTooLarge` for anything over ``limit`` bytes.
+
+    Over HTTP/1 an oversized body is refused as soon as it is declared (the
+    connection is then closed). Over HTTP/2 it is read and thrown away first:
+    answering a stream that is still sending makes Hypercorn drop the whole
+    connection, and with it every other review in flight on it.
+    """
+    http2 = scope.get("http_version") == "2"
+    if not http2:
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+        elif not http2:
+            raise BodyTooLarge
+        if not message.get("more_body", False):
+            break
+    if size > limit:
+        raise BodyTooLarge
+    return b"".join(chunks)
+
+
+class MutateEndpoint:
+    """ASGI endpoint for ``POST /mutate``: body in, AdmissionReview (or 400/413) out."""
+
+    def __init__(self, admission: Admission, max_body_bytes: int) -> None:
+        self.admission = admission
+        self.max_body_bytes = max_body_bytes
+        meter = telemetry.meter("fluence.webhook")
+        self._reviews = meter.create_counter(
+            "fluence_webhook_reviews", description="AdmissionReviews answered, by HTTP status"
+        )
+        self._latency = meter.create_histogram(
+            "fluence_webhook_review_seconds", unit="s", description="Time to answer one review"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watch = telemetry.Stopwatch()
+        status, headers = 200, _JSON
+        try:
+            body = await self.admission.review(await read_body(scope, receive, self.max_body_bytes))
+        except BodyTooLarge:
+            status, headers = 413, _TEXT
+            if scope.get("http_version", "1.1").startswith("1"):
+                # The unread body makes the HTTP/1 connection unusable; say so.
+                headers = [*headers, (b"connection", b"close")]
+            body = (
+                f"AdmissionReview larger than {self.max_body_bytes} bytes; "
+                "raise FLUENCE_MAX_BODY_BYTES"
+            ).encode()
+        except ReviewError as e:
+            status, headers = 400, _TEXT
+            body = str(e).encode()
+        headers = [*headers, (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        self._reviews.add(1, {"code": status})
+        self._latency.record(watch.seconds)
+
+
+def create_app(
+    settings: WebhookSettings,
+    admission: Admission,
+    *,
+    ready: Callable[[], bool] = lambda: True,
+) -> Starlette:
+    """The Starlette app; ``ready`` backs ``/readyz`` (false until startup work is done)."""
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(request: Request) -> Response:
+        if ready():
+            return PlainTextResponse("ok")
+        return PlainTextResponse("not ready", status_code=503)
+
+    mutate: Any = MutateEndpoint(admission, settings.max_body_bytes)
+    return Starlette(
+        routes=[
+            Route("/mutate", mutate, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Mount("/metrics", app=telemetry.metrics_app()),
+        ]
+    )

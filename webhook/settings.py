@@ -1,0 +1,68 @@
+"""Settings of the ``fluence-webhook`` binary, read from ``FLUENCE_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class WebhookSettings(BaseSettings):
+    """Everything the webhook process can be told; defaults fit the in-cluster Deployment."""
+
+    model_config = SettingsConfigDict(env_prefix="FLUENCE_", extra="ignore")
+
+    bind: str = Field(
+        default="0.0.0.0:8443",
+        description="host:port to listen on (HTTPS, HTTP/1.1 and HTTP/2).",
+    )
+    tls_cert: Path = Field(
+        default=Path("/etc/fluence/tls/tls.crt"),
+        description="PEM serving certificate (chain); reloaded when the file changes.",
+    )
+    tls_key: Path = Field(
+        default=Path("/etc/fluence/tls/tls.key"),
+        description="PEM private key matching tls_cert; reloaded with it.",
+    )
+    resources: str = Field(
+        default="",
+        description=(
+            "Path of the resources config (FLUENCE_RESOURCES). Its attribute keys decide which "
+            "FLUXION_<KEY> variables are injected; re-read when the file changes. Empty: none."
+        ),
+    )
+    kubeconfig: str = Field(
+        default="",
+        description="kubeconfig for PodGroup and Job calls; empty: the in-cluster service account.",
+    )
+    gang: bool = Field(
+        default=True,
+        description=(
+            "Create a PodGroup for pods carrying the group label and link them through "
+            "spec.schedulingGroup (only when the cluster serves scheduling.k8s.io/v1alpha2)."
+        ),
+    )
+    api_recheck_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="How often to ask the API server again whether it serves PodGroups.",
+    )
+    podgroup_cache_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description=(
+            "How long a PodGroup known to exist is remembered, so that the other members of a "
+            "gang skip the create call; 0 creates (or gets AlreadyExists) for every pod."
+        ),
+    )
+    max_body_bytes: int = Field(
+        default=3 * 1024 * 1024,
+        gt=0,
+        description="Largest AdmissionReview body accepted; larger ones get HTTP 413.",
+    )
+    api_timeout_seconds: float = Field(
+        default=3.0,
+        gt=0,
+        description="Timeout of each API server call made while answering a review.",
+    )
