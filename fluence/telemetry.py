@@ -3,9 +3,9 @@
 - Logs are one JSON object per line on stderr (``FLUENCE_LOG_FORMAT=text`` for humans).
 - Metrics go through OpenTelemetry into the Prometheus client registry; each server
   mounts :func:`metrics_app` at ``/metrics``.
-- Traces use the OpenTelemetry SDK; spans are exported over OTLP only when the
-  standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) variable is set and
-  an OTLP exporter package is installed, so nothing is sent anywhere by default.
+- Traces use the OpenTelemetry SDK; spans are exported over OTLP/HTTP only when the
+  standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) variable is set,
+  so nothing is sent anywhere by default.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ import time
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import Histogram, MeterProvider
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import make_asgi_app
 
 _configured: str | None = None
@@ -105,22 +107,11 @@ def setup(service: str, *, level: str | None = None) -> None:
 
 
 def _add_otlp_exporter(provider: TracerProvider) -> None:
-    if not (
-        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
     ):
-        return
-    try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[import-not-found]
-            OTLPSpanExporter,
-        )
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError:
-        logging.getLogger(__name__).warning(
-            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OTLP exporter is not installed"
-        )
-        return
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        # The exporter reads the other standard OTEL_EXPORTER_OTLP_* variables itself.
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
 
 
 def meter(name: str) -> metrics.Meter:

@@ -17,6 +17,7 @@ from fluence import telemetry
 from fluence.graph import ClusterGraph
 from fluence.ledger import Ledger
 from scheduler_extender import state
+from scheduler_extender.inspect import inspect_routes
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.verbs import bind, filter, preempt, prioritize
 from scheduler_extender.verbs.body import BadRequest
@@ -103,6 +104,7 @@ def create_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/state", state_doc, methods=["GET"]),
+        *inspect_routes(scheduler),
     ]
     if metrics:
         routes.append(Mount("/metrics", app=telemetry.metrics_app()))

@@ -1,0 +1,76 @@
+"""Read-only inspection routes: ``/explain``, ``/graph`` and the what-if ``/match``.
+
+Mounted next to the verbs (``routes.extend(inspect_routes(scheduler))``).
+Handlers only parse and encode; the work runs in a thread on copies, holding
+the graph lock for one match at most, so asking never stalls scheduling.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from scheduler_extender.explain import explain
+from scheduler_extender.scheduling import Scheduler
+from scheduler_extender.whatif import JobspecInputError, parse_jobspec, what_if
+
+JSON = "application/json"
+MAX_JOBSPEC_BYTES = 1 << 20
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def inspect_routes(scheduler: Scheduler) -> list[Route]:
+    """The inspection routes over the scheduler's graph, ledger and pod cache."""
+    graph = scheduler.graph
+
+    async def explain_pod(request: Request) -> Response:
+        ref = request.query_params.get("pod", "")
+        ns, sep, name = ref.partition("/")
+        if not sep or not ns or not name:
+            return _error(
+                400, f"pod={ref!r}: give the pod as namespace/name, e.g. ?pod=default/web-0"
+            )
+        doc = await run_in_threadpool(explain, scheduler, ns, name)
+        return Response(msgspec.json.encode(doc), media_type=JSON)
+
+    async def graph_doc(request: Request) -> Response:
+        fmt = request.query_params.get("format", "jgf")
+        if fmt != "jgf":
+            return _error(400, f"format={fmt!r} is not served: use format=jgf")
+
+        def render() -> bytes:
+            # Vertex and edge dicts are never changed once built (the graph replaces or
+            # extends its lists), so copying the lists under the lock is a snapshot.
+            with graph.lock:
+                jgf = graph.jgf["graph"]
+                nodes, edges = list(jgf["nodes"]), list(jgf["edges"])
+            return json.dumps({"graph": {"nodes": nodes, "edges": edges}}).encode()
+
+        return Response(await run_in_threadpool(render), media_type=JSON)
+
+    async def match(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_JOBSPEC_BYTES:
+            return _error(413, f"jobspec is {len(body)} bytes; the limit is {MAX_JOBSPEC_BYTES}")
+        try:
+            spec = parse_jobspec(body)
+            doc: dict[str, Any] = await run_in_threadpool(what_if, graph, spec)
+        except JobspecInputError as exc:
+            return _error(400, str(exc))
+        doc["jobspec"] = spec
+        return Response(msgspec.json.encode(doc), media_type=JSON)
+
+    return [
+        Route("/explain", explain_pod, methods=["GET"]),
+        Route("/graph", graph_doc, methods=["GET"]),
+        Route("/match", match, methods=["POST"]),
+    ]

@@ -1,0 +1,83 @@
+"""What-if matching: would a jobspec fit the live graph now, and where, changing nothing.
+
+The live graph is asked with the matcher's ``without_allocating`` op, which
+matches at the current time and records no job. When that fails, whether the
+request could *ever* fit is decided on :meth:`ClusterGraph.satisfiable` (an
+empty copy of the graph), because the matcher's own ``satisfiability`` op
+counts the hold-forever jobs fluence keeps as permanent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from fluence.graph import ClusterGraph
+from fluxion_nb.errors import InputError, StateError
+
+FITS = "fits"
+BUSY = "busy"
+UNSATISFIABLE = "unsatisfiable"
+
+PROBE_JOBID = (1 << 62) + 17
+"""Job id of the probe; far above the ledger's counter, and never recorded by the matcher."""
+
+
+class JobspecInputError(ValueError):
+    """The request body is not a jobspec the matcher can read; the message says what to fix."""
+
+
+def parse_jobspec(body: bytes) -> dict[str, Any]:
+    """A jobspec given as YAML or JSON (JSON is YAML) -> its mapping."""
+    if not body.strip():
+        raise JobspecInputError("the request body is empty: send a jobspec as YAML or JSON")
+    try:
+        doc = yaml.safe_load(body)
+    except yaml.YAMLError as exc:
+        raise JobspecInputError(f"the body is neither YAML nor JSON: {exc}") from exc
+    if not isinstance(doc, dict) or "resources" not in doc:
+        raise JobspecInputError(
+            "the body is not a jobspec: expected a mapping with 'version', 'resources', "
+            "'attributes' and 'tasks' (see docs/observability.md, kubectl fluence match)"
+        )
+    return doc
+
+
+def what_if(graph: ClusterGraph, jobspec: Mapping[str, Any]) -> dict[str, Any]:
+    """Where ``jobspec`` would be placed now, or why not; the graph is left as it was.
+
+    Returns ``{"status": fits|busy|unsatisfiable, "nodes": {node: {type: amount}},
+    "vertices": [path, ...], "message": str}``. Raises JobspecInputError when the
+    matcher rejects the jobspec itself.
+    """
+    spec = json.loads(json.dumps(jobspec))
+    try:
+        with graph.lock:
+            alloc = graph.match(spec, "without_allocating", PROBE_JOBID)
+            if alloc.ok:
+                return {
+                    "status": FITS,
+                    "nodes": alloc.by_node(),
+                    "vertices": [v.path for v in alloc.vertices],
+                    "message": "fits now"
+                    + (f" on {', '.join(alloc.nodes)}" if alloc.nodes else ""),
+                }
+            ever = graph.satisfiable(spec)
+    except (InputError, StateError) as exc:
+        raise JobspecInputError(f"the matcher cannot read this jobspec: {exc}") from exc
+    if ever:
+        return {
+            "status": BUSY,
+            "nodes": {},
+            "vertices": [],
+            "message": "does not fit now: not enough free capacity; it fits once resources free up",
+        }
+    return {
+        "status": UNSATISFIABLE,
+        "nodes": {},
+        "vertices": [],
+        "message": "can never fit: the request exceeds what the cluster has",
+    }

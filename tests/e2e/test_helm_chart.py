@@ -1,0 +1,133 @@
+"""deploy/helm/fluence renders (helm template) to objects a real apiserver accepts.
+
+Default values and cert-manager off are each rendered and every document is
+created with a server-side dry run (``dryRun=All``), as test_manifests.py does
+for the plain manifests; the rendered objects are compared with those manifests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fluence.controlplane import ControlPlane, KubeApiError
+from tests.e2e.test_manifests import Discovery, ensure_namespace, served_cert_manager
+from tests.support.helm import template
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "deploy" / "helm" / "fluence"
+PLAIN = [REPO / "deploy" / "fluence.yaml", REPO / "deploy" / "fluence-resources.yaml"]
+VARIANTS = {
+    "defaults": (),
+    "cert-manager-off": ("--set", "certManager.enabled=false"),
+    "extender-service": ("--set", "extender.service.enabled=true", "--set", "matchPolicy=low"),
+}
+
+__all__ = ["served_cert_manager"]
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind")]
+
+
+def ids(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(d["kind"], d["metadata"]["name"]) for d in docs}
+
+
+def container(docs: list[dict[str, Any]], deployment: str, name: str) -> dict[str, Any]:
+    for d in docs:
+        if d["kind"] in ("Deployment", "DaemonSet") and d["metadata"]["name"] == deployment:
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                if c["name"] == name:
+                    out: dict[str, Any] = c
+                    return out
+    raise AssertionError(f"no container {name} in {deployment}")
+
+
+def env_of(c: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in c.get("env", [])}
+
+
+def test_defaults_render_the_objects_of_the_plain_manifests() -> None:
+    plain = [d for p in PLAIN for d in documents(p.read_text())]
+    rendered = documents(template(CHART))
+    assert ids(rendered) == ids(plain)
+    for d in rendered:
+        if d["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
+            assert d["metadata"]["namespace"] == "kube-system", d["metadata"]
+    config = next(d for d in rendered if d["metadata"]["name"] == "fluence-resources")
+    plain_config = next(d for d in plain if d["metadata"]["name"] == "fluence-resources")
+    assert yaml.safe_load(config["data"]["resources.yaml"]) == yaml.safe_load(
+        plain_config["data"]["resources.yaml"]
+    )
+    extender = env_of(container(rendered, "fluence-scheduler", "extender"))
+    assert extender["FLUENCE_BIND"] == "127.0.0.1:8888"
+    assert extender["FLUENCE_MATCH_POLICY"] == "first"
+
+
+def test_values_change_what_they_name() -> None:
+    off = documents(template(CHART, *VARIANTS["cert-manager-off"]))
+    kinds = {d["kind"] for d in off}
+    assert "Certificate" not in kinds and "Issuer" not in kinds
+    hook = next(d for d in off if d["kind"] == "MutatingWebhookConfiguration")
+    assert "cert-manager.io/inject-ca-from" not in (hook["metadata"].get("annotations") or {})
+    webhook = container(off, "fluence-webhook", "webhook")
+    assert env_of(webhook)["FLUENCE_TLS_CERT"] == "/etc/fluence/tls/tls.crt"
+    exposed = documents(template(CHART, *VARIANTS["extender-service"]))
+    assert ("Service", "fluence-extender") in ids(exposed)
+    extender = env_of(container(exposed, "fluence-scheduler", "extender"))
+    assert extender["FLUENCE_BIND"] == "0.0.0.0:8888" and extender["FLUENCE_MATCH_POLICY"] == "low"
+    custom = documents(
+        template(
+            CHART,
+            "--set",
+            "scheduler.replicas=3",
+            "--set-string",
+            "resourcesConfig=resources: []\n",
+            "--set",
+            "image.tag=9.9.9",
+        )
+    )
+    deploy = next(
+        d
+        for d in custom
+        if d["metadata"]["name"] == "fluence-scheduler" and d["kind"] == "Deployment"
+    )
+    assert deploy["spec"]["replicas"] == 3
+    assert container(custom, "fluence-scheduler", "extender")["image"] == "fluence:9.9.9"
+    config = next(d for d in custom if d["metadata"]["name"] == "fluence-resources")
+    assert yaml.safe_load(config["data"]["resources.yaml"]) == {"resources": []}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_server_side_dry_run_accepts_every_rendered_object(
+    control_plane: ControlPlane, served_cert_manager: None, variant: str
+) -> None:
+    rendered = documents(template(CHART, *VARIANTS[variant]))
+    discovery = Discovery(control_plane)
+    failures: list[str] = []
+    for doc in rendered:
+        api_version, kind = doc["apiVersion"], doc["kind"]
+        label = f"{kind}/{doc['metadata']['name']}"
+        resource = discovery.resource(api_version, kind)
+        if resource is None:
+            failures.append(f"{label}: {api_version} {kind} is not served by the apiserver")
+            continue
+        plural, namespaced = resource
+        namespace = None
+        if namespaced:
+            namespace = doc["metadata"].get("namespace") or "default"
+            ensure_namespace(control_plane, namespace)
+        try:
+            control_plane.rest.create(
+                discovery.collection_path(api_version, plural, namespace),
+                doc,
+                dryRun="All",
+                fieldValidation="Strict",
+            )
+        except KubeApiError as exc:
+            failures.append(f"{label}: {exc}")
+    assert not failures, "server-side dry run rejected:\n" + "\n".join(failures)

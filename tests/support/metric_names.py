@@ -1,0 +1,54 @@
+"""Prints, as JSON, every metric the fluence binaries expose on ``/metrics``, with its labels.
+
+Runs in its own process (``python -m tests.support.metric_names`` from the
+repo root) because telemetry is set up once per process: it builds the
+extender and webhook apps and the device plugin's metrics through their real
+factories, makes each instrument record once, and scrapes ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from starlette.testclient import TestClient
+
+from deviceplugin.metrics import PluginMetrics
+from fluence import resources, telemetry
+from scheduler_extender.app import create_app as extender_app
+from tests.unit.test_extender_app import Env
+from tests.unit.test_pods import make_node, make_pod
+from webhook.admission import Admission
+from webhook.app import create_app as webhook_app
+from webhook.env import EnvContract
+from webhook.settings import WebhookSettings
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? ", re.M)
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="')
+
+
+def scrape() -> dict[str, list[str]]:
+    """Sample name -> the label names seen on it (``le`` included for buckets)."""
+    env = Env([make_node("a")])
+    extender = TestClient(extender_app(env.scheduler, metrics=True))
+    pod = make_pod("probe", raw=True)
+    env.cluster.add(pod)
+    extender.post("/filter", json={"Pod": pod, "Nodes": None, "NodeNames": ["a"]})
+    contract = EnvContract.from_config(resources.load("examples/resources.yaml"), loaded=True)
+    webhook = TestClient(webhook_app(WebhookSettings(), Admission(lambda: contract)))
+    webhook.post("/mutate", content=b"{}", headers={"content-type": "application/json"})
+    plugin = PluginMetrics(lambda: {"fluence.flux-framework.org/qpu": 1})
+    plugin.registrations.add(1, {"resource": "r", "result": "ok", "kind": "first"})
+    plugin.server_restarts.add(1, {"resource": "r"})
+    plugin.config_reloads.add(1, {"result": "ok"})
+    text = extender.get("/metrics/").text
+    found: dict[str, set[str]] = {}
+    for name, labels in _SAMPLE.findall(text):
+        if name.startswith("fluence_"):
+            found.setdefault(name, set()).update(_LABEL.findall(labels))
+    return {name: sorted(labels) for name, labels in sorted(found.items())}
+
+
+if __name__ == "__main__":
+    telemetry.setup("fluence-metric-names")
+    print(json.dumps(scrape()))
