@@ -1,4 +1,4 @@
-"""Matcher speed: graph load, memory and per-match latency, compared with flux-sched's resource-query.
+"""Matcher speed: graph load, memory and per-match latency, against flux-sched resource-query.
 
 Runs the same cases as the flux-sched baseline (synthetic clusters of 100, 1,000
 and 5,000 nodes; jobspecs node1x, core4, gang16, node64x; policies first, low,
