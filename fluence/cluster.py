@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from fluence import names
+from fluence import groups, names
 from fluence.pods import Node, Pod, PodGroup, decode_node, decode_pod, decode_podgroup
 
 log = logging.getLogger(__name__)
@@ -266,6 +266,15 @@ class ClusterCache:
             name="x-podgroups",
         )
         self.all: list[Reflector[Any]] = [self.nodes, self.pods, self.podgroups, self.x_podgroups]
+        # Registered first, so the index is current before any other pod handler runs.
+        self.by_group = groups.PodsByGroup()
+        self.pods.add_handler(self._index_pod)
+
+    def _index_pod(self, kind: str, pod: Pod) -> None:
+        if kind == DELETED:
+            self.by_group.remove(pod)
+        else:
+            self.by_group.update(pod)
 
     def start(self) -> None:
         for r in self.all:
@@ -286,6 +295,9 @@ class ClusterCache:
     # ClusterView
     def pods_in(self, namespace: str) -> list[Pod]:
         return [p for p in self.pods.items() if p.metadata.namespace == namespace]
+
+    def group_pods(self, ref: groups.GroupRef) -> list[Pod]:
+        return self.by_group.members(ref)
 
     def podgroup(self, api_group: str, namespace: str, name: str) -> PodGroup | None:
         store = self.x_podgroups if api_group == names.X_PODGROUP_GROUP else self.podgroups

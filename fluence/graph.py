@@ -175,6 +175,7 @@ class ClusterGraph:
         self.lock = threading.RLock()
         self.policy = policy
         self._config = config
+        self._known_types = frozenset(config.types())
         self._jobs: dict[int, str] = {}
         self._job_nodes: dict[int, str] = {}
         self._rebuild({n.name: n for n in nodes})
@@ -363,6 +364,7 @@ class ClusterGraph:
         """Grow or shrink the virtual resources; returns jobids that no longer fit."""
         with self.lock:
             self._config = config
+            self._known_types = frozenset(config.types())
             return self._rebuild(self._live_nodes())
 
     # ---- matching and holding ----------------------------------------------------------
@@ -408,6 +410,17 @@ class ClusterGraph:
             self._g.update_allocate(jobid, R, duration=HOLD_DURATION)
             self._jobs[jobid] = R
             self._job_nodes[jobid] = node
+
+    def adopt(self, jobid: int, alloc: Allocation, node: str) -> None:
+        """Keep a matched job as a held one (a group member that got the whole match).
+
+        Saves cancelling the match and holding the same resources again; the
+        match's R is what a rebuild replays.
+        """
+        with self.lock:
+            self._jobs[jobid] = alloc.R
+            if node:
+                self._job_nodes[jobid] = node
 
     def hold_backend(self, jobid: int, path: str) -> None:
         """Hold the backend vertex at ``path`` exclusively as job ``jobid``."""
@@ -521,6 +534,10 @@ class ClusterGraph:
         nv = self._nodes.get(name)
         return nv is not None and not nv.deleted
 
+    def node_count(self) -> int:
+        """Nodes in the graph, counting deleted ones still held by pods (cheap)."""
+        return len(self._nodes)
+
     def node_names(self) -> list[str]:
         return [n for n, v in self._nodes.items() if not v.deleted]
 
@@ -537,7 +554,7 @@ class ClusterGraph:
             return sorted(out)
 
     def known_types(self) -> set[str]:
-        return set(self._config.types())
+        return set(self._known_types)
 
     def usage(self) -> dict[str, tuple[int, int]]:
         """Per vertex path: (size, used) of pools and backends, for state and metrics."""

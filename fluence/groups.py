@@ -15,6 +15,7 @@ The key is ``<namespace>/<name>`` so groups in different namespaces never meet.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -91,3 +92,45 @@ def same_group(pod: Pod, ref: GroupRef) -> bool:
     if pod.metadata.namespace != ref.namespace:
         return False
     return group_name(pod) == (ref.source, ref.name)
+
+
+class PodsByGroup:
+    """Pods indexed by their gang, so finding a gang's members does not scan every pod.
+
+    Fed with every pod event (``update``/``remove``); thread-safe. Pods that
+    are groups of one are not indexed: they have no other members.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._members: dict[tuple[str, str, str], dict[str, Pod]] = {}
+        self._where: dict[str, tuple[str, str, str]] = {}
+
+    def update(self, pod: Pod) -> None:
+        key = pod.key
+        source, name = group_name(pod)
+        slot = (pod.metadata.namespace, source, name)
+        with self._lock:
+            self._drop(key)
+            if source == SINGLE:
+                return
+            self._members.setdefault(slot, {})[key] = pod
+            self._where[key] = slot
+
+    def remove(self, pod: Pod) -> None:
+        with self._lock:
+            self._drop(pod.key)
+
+    def _drop(self, key: str) -> None:
+        slot = self._where.pop(key, None)
+        if slot is None:
+            return
+        members = self._members[slot]
+        members.pop(key, None)
+        if not members:
+            del self._members[slot]
+
+    def members(self, ref: GroupRef) -> list[Pod]:
+        """The pods known to be in ``ref``'s group (same namespace, source and name)."""
+        with self._lock:
+            return list(self._members.get((ref.namespace, ref.source, ref.name), {}).values())

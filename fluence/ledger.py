@@ -41,6 +41,7 @@ from fluence.jobspec import GroupSpecs, group_jobspecs
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, pod_requests, split_requests
 from fluxion_nb.errors import InputError, NotFoundError, StateError
+from fluxion_nb.graph import Allocation
 
 log = logging.getLogger(__name__)
 _tracer = telemetry.tracer("fluence.ledger")
@@ -217,14 +218,17 @@ class Ledger:
         matched: list[int] = []
         node_of: dict[str, str] = {}
         backends: list[tuple[str, BackendChoice]] = []
+        # A shape only one pod has: that pod keeps the matched job as its own (no re-hold).
+        kept: dict[str, tuple[int, Allocation]] = {}
 
         def undo() -> None:
             for jid in matched:
                 self.graph.cancel_match(jid)
 
+        split = {p.key: split_requests(pod_requests(p)) for p in pods}
         shape_pods: dict[Any, list[str]] = {}
         for p in pods:
-            compute, _ = split_requests(pod_requests(p))
+            compute = split[p.key][0]
             if compute:
                 shape_pods.setdefault(tuple(sorted(compute.items())), []).append(p.key)
         try:
@@ -237,11 +241,13 @@ class Ledger:
                         group, alloc.status, f"{cs.count} pod(s) of {describe(dict(cs.shape))}"
                     )
                 matched.append(jid)
-                node_of.update(
-                    assign(
-                        shape_pods[cs.shape], slots_per_node(alloc.by_node(), cs.shape, cs.count)
-                    )
+                placed = assign(
+                    shape_pods[cs.shape], slots_per_node(alloc.by_node(), cs.shape, cs.count)
                 )
+                node_of.update(placed)
+                if cs.count == 1:
+                    (only,) = placed
+                    kept[only] = (jid, alloc)
             for ds in specs.devices:
                 jid = self._new_id()
                 alloc = self.graph.allocate(ds.jobspec, jid)
@@ -259,19 +265,26 @@ class Ledger:
             undo()
             raise LedgerError(f"group {group}: {exc}") from exc
         # Split: the group jobs become one job per pod.
-        undo()
+        kept_ids = {jid for jid, _ in kept.values()}
+        for jid in matched:
+            if jid not in kept_ids:
+                self.graph.cancel_match(jid)
         now = self.clock()
         made: dict[str, Holding] = {}
         try:
             device_owner: dict[str, str] = {}
-            for p in sorted(pods, key=lambda p: p.key):
-                for t in split_requests(pod_requests(p))[1]:
+            ordered = sorted(pods, key=lambda p: p.key)
+            for p in ordered:
+                for t in split[p.key][1]:
                     device_owner.setdefault(t, p.key)
-            for p in sorted(pods, key=lambda p: p.key):
-                compute, _ = split_requests(pod_requests(p))
+            for p in ordered:
+                compute = split[p.key][0]
                 node = node_of.get(p.key, "")
                 jid = 0
-                if compute:
+                if p.key in kept:
+                    jid, alloc = kept.pop(p.key)
+                    self.graph.adopt(jid, alloc, node)
+                elif compute:
                     jid = self._new_id()
                     self.graph.hold_compute(jid, node, compute)
                 h = Holding(p.key, p.metadata.uid, group, node, dict(compute), jid, TENTATIVE, now)
@@ -288,15 +301,21 @@ class Ledger:
             for h in made.values():
                 self._release_jobs(h)
                 self._holdings.pop(h.pod, None)
+            for jid, _ in kept.values():
+                self.graph.cancel_match(jid)
             raise LedgerError(f"group {group}: splitting the allocation failed: {exc}") from exc
-        log.info(
-            "group placed",
-            extra={
-                "group": group,
-                "pods": {k: h.node for k, h in made.items()},
-                "backend": backends[0][1].name if backends else "",
-            },
-        )
+        # A group of one is logged once, when it is bound; a gang's layout is worth a line.
+        level = logging.INFO if len(made) > 1 else logging.DEBUG
+        if log.isEnabledFor(level):
+            log.log(
+                level,
+                "group placed",
+                extra={
+                    "group": group,
+                    "pods": {k: h.node for k, h in made.items()},
+                    "backend": backends[0][1].name if backends else "",
+                },
+            )
         return PlaceResult("allocated", "", made)
 
     def _failure(self, group: str, status: str, what: str) -> PlaceResult:

@@ -9,9 +9,9 @@ record arrives atomically with ``spec.nodeName``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 from opentelemetry import trace
@@ -38,6 +38,13 @@ class ClusterView(Protocol):
     def pods_in(self, namespace: str) -> Sequence[Pod]: ...
 
     def podgroup(self, api_group: str, namespace: str, name: str) -> PodGroup | None: ...
+
+
+@runtime_checkable
+class GroupIndexedView(ClusterView, Protocol):
+    """A view that finds a gang's pods without scanning its namespace (the reflector cache)."""
+
+    def group_pods(self, ref: groups.GroupRef) -> Sequence[Pod]: ...
 
 
 class BindConflict(Exception):
@@ -79,19 +86,27 @@ class Scheduler:
         self.view = view
         self.binder = binder
         self.scheduler_name = scheduler_name
+        self._indexed = view if isinstance(view, GroupIndexedView) else None
 
     # ---- filter ------------------------------------------------------------------------
 
-    def filter(self, pod: Pod, candidates: Sequence[str]) -> FilterOutcome:
+    def filter(self, pod: Pod, candidates: Collection[str]) -> FilterOutcome:
+        """Where ``pod`` may go among ``candidates``.
+
+        ``candidates`` is only asked "is X offered?" on the common paths and
+        iterated only when every candidate is in the reply (a failure message
+        per node, or a pod that needs no node resources), so a lazily decoded
+        :class:`~scheduler_extender.candidates.Candidates` stays cheap.
+        """
         if pod.spec.scheduler_name != self.scheduler_name:
             return FilterOutcome(nodes=list(candidates))
         with _tracer.start_as_current_span("filter") as span:
             span.set_attribute("pod", pod.key)
-            out = self._filter(pod, list(candidates), span)
+            out = self._filter(pod, candidates, span)
             span.set_attribute("nodes", ",".join(out.nodes[:5]))
             return out
 
-    def _filter(self, pod: Pod, candidates: list[str], span: trace.Span) -> FilterOutcome:
+    def _filter(self, pod: Pod, candidates: Collection[str], span: trace.Span) -> FilterOutcome:
         held = self.ledger.get(pod.key)
         if held is not None and pod.metadata.uid and held.uid and held.uid != pod.metadata.uid:
             self.ledger.release(pod.key, "pod was recreated under the same name")
@@ -100,7 +115,7 @@ class Scheduler:
             span.set_attribute("group", held.group)
             if not held.amounts:
                 self.ledger.touch(pod.key)
-                return FilterOutcome(nodes=candidates)
+                return FilterOutcome(nodes=list(candidates))
             if held.node in candidates:
                 self.ledger.touch(pod.key)
                 return FilterOutcome(nodes=[held.node])
@@ -127,11 +142,11 @@ class Scheduler:
     def _members(self, pod: Pod, ref: groups.GroupRef) -> list[Pod]:
         if ref.single:
             return [pod]
-        found = {
-            p.key: p
-            for p in self.view.pods_in(ref.namespace)
-            if groups.same_group(p, ref) and not p.terminal and not p.metadata.deletion_timestamp
-        }
+        if self._indexed is not None:
+            pods = self._indexed.group_pods(ref)
+        else:
+            pods = [p for p in self.view.pods_in(ref.namespace) if groups.same_group(p, ref)]
+        found = {p.key: p for p in pods if not p.terminal and not p.metadata.deletion_timestamp}
         found[pod.key] = pod
         return list(found.values())
 
@@ -140,7 +155,7 @@ class Scheduler:
         group: str,
         pods: list[Pod],
         pod: Pod,
-        candidates: list[str],
+        candidates: Collection[str],
         *,
         only_candidates: bool,
     ) -> FilterOutcome:
@@ -152,7 +167,10 @@ class Scheduler:
             if sig not in seen:
                 seen.add(sig)
                 exclude.update(self.graph.excluded_for(p))
-        if only_candidates:
+        # A lone pod goes only where the scheduler's own filters let it (e.g. a node's pod
+        # limit, which the graph does not model); matching elsewhere would only be undone.
+        alone = len(pods) == 1 and pods[0].key == pod.key
+        if only_candidates or (alone and len(candidates) < self.graph.node_count()):
             allowed = set(candidates)
             exclude.update(n for n in self.graph.node_names() if n not in allowed)
         try:
@@ -170,7 +188,7 @@ class Scheduler:
             return FilterOutcome(failed={n: res.message for n in candidates})
         mine = res.holdings[pod.key]
         if not mine.amounts:
-            return FilterOutcome(nodes=candidates)
+            return FilterOutcome(nodes=list(candidates))
         if mine.node in candidates:
             return FilterOutcome(nodes=[mine.node])
         if not only_candidates:
@@ -184,7 +202,7 @@ class Scheduler:
 
     # ---- prioritize --------------------------------------------------------------------
 
-    def prioritize(self, pod: Pod, candidates: Sequence[str]) -> list[tuple[str, int]]:
+    def prioritize(self, pod: Pod, candidates: Collection[str]) -> list[tuple[str, int]]:
         held = self.ledger.get(pod.key)
         node = held.node if held else ""
         return [(n, MAX_SCORE if n == node else 0) for n in candidates]

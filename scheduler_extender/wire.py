@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from fluence.pods import Pod, decode_pod
+from scheduler_extender.candidates import Candidates
 
 
 class NodeList(msgspec.Struct, omit_defaults=True):
@@ -19,6 +20,9 @@ class NodeList(msgspec.Struct, omit_defaults=True):
     metadata: dict[str, object] = {}
     api_version: str = msgspec.field(default="", name="apiVersion")
     kind: str = ""
+
+
+_NULL = msgspec.Raw(b"null")
 
 
 class _Meta(msgspec.Struct):
@@ -32,18 +36,23 @@ class _Named(msgspec.Struct):
 class ExtenderArgs(msgspec.Struct):
     pod: msgspec.Raw = msgspec.field(name="Pod")
     nodes: NodeList | None = msgspec.field(default=None, name="Nodes")
-    node_names: list[str] | None = msgspec.field(default=None, name="NodeNames")
+    # Kept raw: decoding 5,000 names costs more than answering most requests (see Candidates).
+    node_names: msgspec.Raw = msgspec.field(default_factory=lambda: _NULL, name="NodeNames")
 
     def decode_pod(self) -> Pod:
         return decode_pod(self.pod)
 
-    def candidates(self) -> list[str]:
+    @property
+    def has_node_names(self) -> bool:
+        return bytes(self.node_names).strip() != b"null"
+
+    def candidates(self) -> Candidates:
         """Node names offered, whichever form (names or full nodes) the scheduler sent."""
-        if self.node_names is not None:
-            return list(self.node_names)
+        if self.has_node_names:
+            return Candidates.from_json(bytes(self.node_names))
         if self.nodes is not None:
-            return [node_name(raw) for raw in self.nodes.items]
-        return []
+            return Candidates(node_name(raw) for raw in self.nodes.items)
+        return Candidates()
 
 
 def node_name(raw: msgspec.Raw) -> str:

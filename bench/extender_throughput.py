@@ -1,0 +1,448 @@
+"""Pods bound per second by a real kube-scheduler, with the fluence extender and without it.
+
+One local control plane (etcd + kube-apiserver, ``fluence.controlplane``), one
+set of fake nodes, two phases run one after the other:
+
+1. **default** - kube-scheduler with only the default profile, no extender;
+2. **fluence** - a ``fluence-extender`` process and a kube-scheduler whose
+   ``fluence`` profile calls it (filter, prioritize, bind; ``nodeCacheCapable``).
+
+Both schedulers get the same ``percentageOfNodesToScore: 100`` and a generous
+client QPS/burst, so the API client is not what limits them. Each phase
+creates the same number of single pods (small requests: they all fit) from a
+few concurrent creators over keep-alive connections, and is timed from the
+first create to the moment a watch sees the last pod bound. Pods are deleted
+between phases and the extender starts only after that, so both phases see
+empty nodes. Prints JSON (both rates and fluence/default) and draws
+``bench/out/extender_throughput.png``. Usage::
+
+    python bench/extender_throughput.py [--nodes 1000] [--pods 3000] [--creators 4]
+    python bench/extender_throughput.py --quick      # 200 nodes, 600 pods
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fluence import names  # noqa: E402
+from fluence.controlplane import ControlPlane  # noqa: E402
+from fluence.controlplane.processes import free_port  # noqa: E402
+
+EXTENDER = Path(sys.executable).with_name("fluence-extender")
+CLIENT_QPS = 5000
+CLIENT_BURST = 5000
+
+
+@dataclass
+class Phase:
+    name: str
+    pods: int
+    created_s: float = 0.0
+    bound_s: float = 0.0
+    bound_at: list[float] = field(default_factory=list)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each process used during the phase (scheduler, extender)."""
+    extender_ms: dict[str, float] = field(default_factory=dict)
+    """Mean time the extender spent per request, by verb (its own histogram)."""
+
+    @property
+    def pods_per_s(self) -> float:
+        return self.pods / self.bound_s if self.bound_s else 0.0
+
+
+class Api:
+    """Keep-alive HTTPS clients with the admin identity (one per thread: httpx is not shared)."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.server = cp.server
+        self.tls = ssl.create_default_context(cafile=str(cp.ca_file))
+        self.tls.load_cert_chain(str(cp.admin_cert_file), str(cp.admin_key_file))
+
+    def client(self, timeout: float = 60.0) -> httpx.Client:
+        return httpx.Client(base_url=self.server, verify=self.tls, timeout=timeout)
+
+
+def pod_body(name: str, scheduler: str) -> dict[str, Any]:
+    requests = {"cpu": "10m", "memory": "16Mi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"bench": "throughput"}},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "busybox",
+                    "resources": {"requests": requests, "limits": requests},
+                }
+            ],
+        },
+    }
+
+
+def watch_bound(
+    api: Api, namespace: str, total: int, started: threading.Event, out: queue.Queue[Any]
+) -> None:
+    """Put the monotonic time each pod is first seen bound; ``None`` when all are."""
+    try:
+        _watch_bound(api, namespace, total, started, out)
+    except Exception as exc:  # noqa: BLE001 - handed to the phase, which raises it
+        out.put(exc)
+        started.set()
+
+
+def _watch_bound(
+    api: Api, namespace: str, total: int, started: threading.Event, out: queue.Queue[Any]
+) -> None:
+    seen: set[str] = set()
+    with api.client(timeout=600) as c:
+        r = c.get(f"/api/v1/namespaces/{namespace}/pods")
+        if r.status_code != 200:
+            raise RuntimeError(f"listing pods of {namespace}: {r.status_code} {r.text[:300]}")
+        rv = r.json()["metadata"]["resourceVersion"]
+        started.set()
+        while len(seen) < total:
+            params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "300"}
+            path = f"/api/v1/namespaces/{namespace}/pods"
+            with c.stream("GET", path, params=params) as r:
+                for line in r.iter_lines():
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        raise RuntimeError(f"watch failed: {obj.get('message')}")
+                    rv = obj["metadata"]["resourceVersion"]
+                    name = obj["metadata"]["name"]
+                    if (obj.get("spec") or {}).get("nodeName") and name not in seen:
+                        seen.add(name)
+                        out.put(time.monotonic())
+                        if len(seen) == total:
+                            break
+    out.put(None)
+
+
+def create_pods(
+    api: Api, namespace: str, prefix: str, count: int, creators: int, scheduler: str
+) -> float:
+    """Create ``count`` pods from ``creators`` threads; returns the monotonic start time."""
+    names_q: queue.Queue[str] = queue.Queue()
+    for i in range(count):
+        names_q.put(f"{prefix}-{i:05d}")
+    errors: list[str] = []
+
+    def creator() -> None:
+        with api.client() as c:
+            while True:
+                try:
+                    name = names_q.get_nowait()
+                except queue.Empty:
+                    return
+                r = c.post(f"/api/v1/namespaces/{namespace}/pods", json=pod_body(name, scheduler))
+                if r.status_code != 201:
+                    errors.append(f"{name}: {r.status_code} {r.text[:200]}")
+
+    threads = [threading.Thread(target=creator, daemon=True) for _ in range(creators)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} pod creates failed, first: {errors[0]}")
+    return start
+
+
+def control_plane_pids(cp: ControlPlane) -> dict[str, int]:
+    return {p.name: p.pid for p in cp.processes if p.name in ("etcd", "kube-apiserver")}
+
+
+def cpu_seconds(pid: int) -> float:
+    t = psutil.Process(pid).cpu_times()
+    return float(t.user + t.system)
+
+
+def extender_means(url: str) -> dict[str, float]:
+    """Mean ms per verb from the extender's ``fluence_extender_request_seconds`` histogram."""
+    text = httpx.get(url + "/metrics/", timeout=10).text
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        for suffix, into in (("_sum{", sums), ("_count{", counts)):
+            if line.startswith("fluence_extender_request_seconds" + suffix):
+                verb = line.split('verb="', 1)[1].split('"', 1)[0]
+                into[verb] = float(line.rsplit(" ", 1)[1])
+    return {v: round(sums[v] / counts[v] * 1000, 3) for v in sums if counts.get(v)}
+
+
+def run_phase(
+    cp: ControlPlane,
+    api: Api,
+    name: str,
+    scheduler: str,
+    pods: int,
+    creators: int,
+    limit: float,
+    processes: dict[str, int],
+) -> Phase:
+    namespace = f"bench-{name}"
+    cp.create_namespace(namespace)
+    bound: queue.Queue[Any] = queue.Queue()
+    ready = threading.Event()
+    watcher = threading.Thread(
+        target=watch_bound, args=(api, namespace, pods, ready, bound), daemon=True
+    )
+    watcher.start()
+    if not ready.wait(30):
+        raise RuntimeError("the pod watch did not start within 30s")
+    if not bound.empty():
+        failure = bound.get()
+        raise RuntimeError(f"phase {name}: the pod watch failed: {failure}")
+    phase = Phase(name, pods)
+    cpu_before = {k: cpu_seconds(pid) for k, pid in processes.items()}
+    start = create_pods(api, namespace, name, pods, creators, scheduler)
+    phase.created_s = time.monotonic() - start
+    deadline = time.monotonic() + limit
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RuntimeError(
+                f"phase {name}: only {len(phase.bound_at)} of {pods} pods bound in {limit:.0f}s"
+            )
+        try:
+            at = bound.get(timeout=left)
+        except queue.Empty:
+            continue
+        if at is None:
+            break
+        if isinstance(at, Exception):
+            raise RuntimeError(f"phase {name}: watching the pods failed: {at}") from at
+        phase.bound_at.append(at - start)
+    phase.bound_s = phase.bound_at[-1]
+    phase.cpu_s = {k: round(cpu_seconds(pid) - cpu_before[k], 2) for k, pid in processes.items()}
+    print(
+        f"[{name}] {pods} pods created in {phase.created_s:.1f}s, "
+        f"all bound after {phase.bound_s:.1f}s: {phase.pods_per_s:.1f} pods/s",
+        file=sys.stderr,
+    )
+    return phase
+
+
+def delete_namespace_pods(cp: ControlPlane, api: Api, namespace: str) -> None:
+    cp.delete_namespace(namespace)
+    with api.client() as c:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            items = c.get(f"/api/v1/namespaces/{namespace}/pods").json().get("items") or []
+            if not items:
+                return
+            time.sleep(0.5)
+    raise RuntimeError(f"pods of {namespace} were not deleted within 120s")
+
+
+def scheduler_config(profile: str, extender_url: str | None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "percentageOfNodesToScore": 100,
+        "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_BURST},
+        "profiles": [{"schedulerName": profile}],
+    }
+    if extender_url:
+        doc["extenders"] = [
+            {
+                "urlPrefix": extender_url,
+                "filterVerb": "filter",
+                "prioritizeVerb": "prioritize",
+                "bindVerb": "bind",
+                "weight": 1,
+                "nodeCacheCapable": True,
+                "httpTimeout": "30s",
+            }
+        ]
+    return doc
+
+
+class Extender:
+    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Extender:
+        env = {
+            **os.environ,
+            "FLUENCE_BIND": f"127.0.0.1:{self.port}",
+            "FLUENCE_KUBECONFIG": str(self.kubeconfig),
+        }
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(EXTENDER)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"fluence-extender exited; see {self.log_path}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"fluence-extender not ready within 120s; see {self.log_path}")
+
+    def __exit__(self, *_: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def add_nodes(cp: ControlPlane, count: int) -> None:
+    capacity = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+    cp.add_nodes(count, prefix="tp-node-", capacity=capacity)
+
+
+@dataclass
+class Result:
+    nodes: int
+    pods: int
+    creators: int
+    phases: list[Phase]
+    setup_s: float
+
+    def doc(self) -> dict[str, Any]:
+        by = {p.name: p for p in self.phases}
+        default, fluence = by["default"], by["fluence"]
+        return {
+            "nodes": self.nodes,
+            "pods": self.pods,
+            "creators": self.creators,
+            "setup_s": round(self.setup_s, 1),
+            "default": phase_doc(default),
+            "fluence": phase_doc(fluence),
+            "ratio": round(fluence.pods_per_s / default.pods_per_s, 3),
+        }
+
+
+def phase_doc(p: Phase) -> dict[str, Any]:
+    return {
+        "pods_per_s": round(p.pods_per_s, 1),
+        "all_bound_s": round(p.bound_s, 2),
+        "created_s": round(p.created_s, 2),
+        "cpu_ms_per_pod": {k: round(v / p.pods * 1000, 2) for k, v in p.cpu_s.items()},
+        **({"extender_mean_ms": p.extender_ms} if p.extender_ms else {}),
+    }
+
+
+def run(n_nodes: int, n_pods: int, creators: int, limit: float, keep: Path | None) -> Result:
+    t0 = time.monotonic()
+    with ControlPlane(keep, keep=keep is not None) as cp:
+        add_nodes(cp, n_nodes)
+        api = Api(cp)
+        setup_s = time.monotonic() - t0
+        phases: list[Phase] = []
+        sched = cp.start_scheduler(scheduler_config("default-scheduler", None), name="default")
+        try:
+            own = {"kube-scheduler": sched.pid, **control_plane_pids(cp)}
+            phases.append(
+                run_phase(cp, api, "default", "default-scheduler", n_pods, creators, limit, own)
+            )
+        finally:
+            cp.stop_scheduler(sched)
+        delete_namespace_pods(cp, api, "bench-default")
+        with Extender(cp.kubeconfig, cp.log_path("fluence-extender")) as ext:
+            sched = cp.start_scheduler(
+                scheduler_config(names.SCHEDULER_NAME, ext.url), name="fluence"
+            )
+            assert ext.proc is not None
+            own = {
+                "kube-scheduler": sched.pid,
+                "fluence-extender": ext.proc.pid,
+                **control_plane_pids(cp),
+            }
+            try:
+                phase = run_phase(
+                    cp, api, "fluence", names.SCHEDULER_NAME, n_pods, creators, limit, own
+                )
+                phase.extender_ms = extender_means(ext.url)
+                phases.append(phase)
+            finally:
+                cp.stop_scheduler(sched)
+        return Result(n_nodes, n_pods, creators, phases, setup_s)
+
+
+def draw(result: Result, out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for p in result.phases:
+        ax.plot(p.bound_at, range(1, len(p.bound_at) + 1), label=f"{p.name}: {p.pods_per_s:.0f}/s")
+    ax.set_xlabel("seconds since the first pod was created")
+    ax.set_ylabel("pods bound")
+    ax.set_title(f"kube-scheduler throughput, {result.nodes} nodes, {result.pods} pods")
+    ax.legend()
+    fig.tight_layout()
+    path = out / "extender_throughput.png"
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def points(p: Phase) -> Iterator[float]:
+    step = max(1, len(p.bound_at) // 200)
+    yield from (round(x, 3) for x in p.bound_at[::step])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=3000)
+    parser.add_argument("--creators", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="200 nodes and 600 pods")
+    parser.add_argument("--limit", type=float, default=900, help="seconds allowed per phase")
+    parser.add_argument("--keep", type=Path, help="keep the control plane's work dir here")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    args = parser.parse_args()
+    if args.quick:
+        args.nodes, args.pods = 200, 600
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = run(args.nodes, args.pods, args.creators, args.limit, args.keep)
+    doc = result.doc()
+    doc["png"] = str(draw(result, args.out))
+    samples = {p.name: list(points(p)) for p in result.phases}
+    (args.out / "extender_throughput.json").write_text(json.dumps({**doc, "bound_at_s": samples}))
+    print(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()
