@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,6 +133,21 @@ class PlaceResult:
     match_seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class LastMatch:
+    """What the last match of a group said, kept for ``kubectl fluence explain``."""
+
+    status: str
+    message: str
+    at: float
+    pods: int
+    match_seconds: float
+
+
+LAST_MATCHES_KEPT = 4096
+"""Groups whose last match is remembered; the oldest are forgotten first."""
+
+
 def describe(amounts: Mapping[str, int]) -> str:
     """Graph amounts in Kubernetes words: ``cpu 1500m, memory 512Mi, nvidia.com/gpu 1``."""
     parts = []
@@ -162,6 +178,7 @@ class Ledger:
         self._holdings: dict[str, Holding] = {}
         self._unaccounted: dict[str, Pod] = {}
         self._next_id = 1
+        self._last_match: OrderedDict[str, LastMatch] = OrderedDict()
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -212,7 +229,21 @@ class Ledger:
                     elapsed = time.perf_counter() - started
             span.set_attribute("status", result.status)
             span.set_attribute("match_seconds", elapsed)
+            last = LastMatch(result.status, result.message, self.clock(), len(pods), elapsed)
+            self._remember(group, last)
             return PlaceResult(result.status, result.message, result.holdings, elapsed)
+
+    def _remember(self, group: str, last: LastMatch) -> None:
+        with self.lock:
+            self._last_match[group] = last
+            self._last_match.move_to_end(group)
+            while len(self._last_match) > LAST_MATCHES_KEPT:
+                self._last_match.popitem(last=False)
+
+    def last_match(self, group: str) -> LastMatch | None:
+        """The outcome of the group's most recent match, if one was made here."""
+        with self.lock:
+            return self._last_match.get(group)
 
     def _place_locked(self, group: str, pods: Sequence[Pod], specs: GroupSpecs) -> PlaceResult:
         matched: list[int] = []

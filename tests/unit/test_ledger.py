@@ -296,3 +296,15 @@ class LedgerMachine(RuleBasedStateMachine):
 
 TestLedgerMachine = LedgerMachine.TestCase
 TestLedgerMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+def test_last_match_of_each_group_is_remembered_for_explain() -> None:
+    ledger = Ledger(ClusterGraph(EXAMPLES, [make_node("big", cpu="2", memory="8Gi")]))
+    assert ledger.last_match("default/g") is None
+    ledger.place("default/g", [make_pod(f"w{i}", cpu="1", group="g") for i in range(2)])
+    ok = ledger.last_match("default/g")
+    assert ok is not None and (ok.status, ok.pods) == ("allocated", 2)
+    ledger.place("default/h", [make_pod("h0", cpu="1", group="h")])
+    busy = ledger.last_match("default/h")
+    assert busy is not None and busy.status == "busy" and "does not fit now" in busy.message
+    assert busy.match_seconds >= 0
