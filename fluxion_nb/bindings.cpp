@@ -97,7 +97,11 @@ NB_MODULE(_core, m) {
         .def("get_property", &Matcher::get_property, nb::arg("path"))
         .def("attach", &Matcher::attach, nb::arg("jgf"), nb::call_guard<nb::gil_scoped_release>())
         .def("remove", &Matcher::remove, nb::arg("path"), nb::call_guard<nb::gil_scoped_release>())
+        .def("remove_ranks", &Matcher::remove_ranks, nb::arg("idset"), nb::call_guard<nb::gil_scoped_release>())
         .def("usage", &Matcher::usage)
+        .def("find", &Matcher::find, nb::arg("criteria"), nb::arg("format") = "",
+             nb::call_guard<nb::gil_scoped_release>())
+        .def("traversal_counts", &Matcher::traversal_counts)
         .def_prop_ro("policy", &Matcher::policy)
         .def_prop_rw("match_format", &Matcher::match_format, &Matcher::set_match_format);
 

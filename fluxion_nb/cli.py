@@ -124,6 +124,9 @@ class Session:
                     self.m.cancel(int(args[1]), False)
                 except (NotFoundError, ValueError):
                     print(f"cancel: ERROR: nonexistent job {args[1]}", file=sys.stderr)
+                else:
+                    if len(args) == 3 and args[2] == "stats":
+                        self._stats("CANCEL", *self.m.traversal_counts())
         elif cmd in ("partial-cancel", "pc"):
             if len(args) not in (4, 5):
                 print("ERROR: malformed command", file=sys.stderr)
@@ -132,6 +135,9 @@ class Session:
                     self.m.partial_cancel_r(int(args[1]), Path(args[3]).read_text())
                 except (InputError, NotFoundError, StateError, OSError, ValueError) as exc:
                     print(f"ERROR: {exc}", file=sys.stderr)
+                if len(args) == 5 and args[4] == "stats":
+                    # A partial cancel releases vertices directly, without a walk.
+                    self._stats("PARTIAL CANCEL", 0, 0)
         elif cmd in ("update", "u"):
             self._update(args)
         elif cmd in ("set-status", "t"):
@@ -157,6 +163,8 @@ class Session:
             self._set_property(args)
         elif cmd in ("get-property", "g"):
             self._get_property(args)
+        elif cmd in ("find", "f"):
+            self._find(args)
         elif cmd in ("list", "l"):
             for j in self.m.jobs():
                 print(self._job_line(j))
@@ -182,10 +190,7 @@ class Session:
             except (InputError, StateError, OSError, IndexError) as exc:
                 print(f"ERROR: {exc}", file=sys.stderr)
         elif cmd == "remove":
-            try:
-                self.m.remove(args[1])
-            except (NotFoundError, StateError, IndexError) as exc:
-                print(f"ERROR: {exc}", file=sys.stderr)
+            self._remove(args)
         elif cmd in ("cat", "a"):
             try:
                 print(Path(args[1]).read_text(), end="")
@@ -193,13 +198,47 @@ class Session:
                 print(f"ERROR: {exc}", file=sys.stderr)
         elif cmd in ("help", "h"):
             print(
-                "Commands: match, multi-match, update, attach, remove, cancel, partial-cancel, "
-                "set-property, get-property, set-status, get-status, list, info, stat, cat, "
-                "help, quit"
+                "Commands: match, multi-match, update, attach, remove, find, cancel, "
+                "partial-cancel, set-property, get-property, set-status, get-status, list, info, "
+                "stat, cat, help, quit"
             )
         else:
             print(f"ERROR: unknown command {cmd}", file=sys.stderr)
         return True
+
+    def _remove(self, args: list[str]) -> None:
+        # remove <path> true | remove <rank idset> false
+        if len(args) != 3:
+            print("ERROR: malformed command", file=sys.stderr)
+            return
+        if args[2] not in ("true", "false"):
+            print("ERROR: invalid path boolean input ", file=sys.stderr)
+            return
+        try:
+            if args[2] == "true":
+                self.m.remove(args[1])
+            else:
+                self.m.remove_ranks(args[1])
+        except (InputError, NotFoundError, StateError) as exc:
+            print(f"ERROR: {exc}", file=sys.stderr)
+
+    def _stats(self, what: str, preorder: int, postorder: int) -> None:
+        self.out.write(
+            f'{_BAR}\nINFO: {what} PREORDER COUNT="{preorder}"\n'
+            f'INFO: {what} POSTORDER COUNT="{postorder}"\n{_BAR}\n'
+        )
+
+    def _find(self, args: list[str]) -> None:
+        if len(args) < 2:
+            print("ERROR: malformed command: ", file=sys.stderr)
+            return
+        criteria = " ".join(args[1:])
+        try:
+            self.out.write(self.m.find(criteria, ""))
+        except InputError as exc:
+            print(f"ERROR: {exc}", file=sys.stderr)
+            return
+        self.out.write(f'{_BAR}\nINFO: EXPRESSION="{criteria}"\n{_BAR}\n')
 
     def _job_line(self, j: _core.JobRecord) -> str:
         spec = self.jobspec_files.get(j.jobid, "")

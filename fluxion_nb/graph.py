@@ -179,6 +179,17 @@ class Graph:
         """Per vertex: path, type, size and the amount held now."""
         return list(self._m.usage())
 
+    def find(self, criteria: str, format: MatchFormat | None = None) -> str:
+        """Vertices matching a resource-query ``find`` expression, written as R.
+
+        Predicates: ``status=up|down``, ``sched-now=allocated|free``,
+        ``sched-future=reserved|free``, ``agfilter=true|false``,
+        ``names=<hostlist>``, ``jobid-alloc|jobid-span|jobid-tag|jobid-reserved=<id>``,
+        ``property=<name>``; joined by ``and``/``or`` (left to right) and parentheses.
+        Matching vertices come with the ancestors leading to them.
+        """
+        return str(self._m.find(criteria, format or ""))
+
     def set_status(self, path: str, up: bool) -> None:
         self._m.set_status(path, up)
 
@@ -196,5 +207,9 @@ class Graph:
         self._m.attach(jgf if isinstance(jgf, str) else json.dumps(jgf))
 
     def remove(self, path: str) -> None:
-        """Shrink the graph: drop the subtree at path (it must hold no job)."""
+        """Shrink the graph: drop the subtree at path.
+
+        Jobs running there keep the rest of their allocation; a reservation
+        on the subtree must be cancelled first (StateError).
+        """
         self._m.remove(path)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 #include <unordered_set>
 
 #include "errors.hpp"
@@ -40,10 +41,10 @@ int TypeTable::find(const std::string &n) const {
 
 Graph::Graph(GraphOptions opts) : opts_(std::move(opts)) {}
 
-int Graph::find_path(const std::string &path) const {
-    auto it = by_path.find(path);
-    if (it == by_path.end()) return -1;
-    return vertices[static_cast<size_t>(it->second)].removed ? -1 : it->second;
+int Graph::find_path(std::string_view path) const {
+    int v = by_path.find(path);
+    if (v < 0) return -1;
+    return vertices[static_cast<size_t>(v)].removed ? -1 : v;
 }
 
 void Graph::subtree(int v, std::vector<int> &out) const {
@@ -54,44 +55,102 @@ void Graph::subtree(int v, std::vector<int> &out) const {
 
 namespace {
 
-const json::Value &require(const json::Value &obj, const char *key, const std::string &where) {
-    const json::Value *v = obj.find(key);
+// Names the JGF element being read in an error message; the text is only
+// built when there is an error to report.
+struct Where {
+    const char *what;  // "node" or "edge"
+    size_t i;
+    std::string_view key;  // the node's id once known
+    bool keyed = false;
+    std::string str() const {
+        if (keyed) return std::string("JGF ") + what + " '" + std::string(key) + "'";
+        return std::string("JGF ") + what + " " + std::to_string(i);
+    }
+};
+
+const json::Node &require(const json::Node &obj, const char *key, const std::string &where) {
+    const json::Node *v = obj.find(key);
     if (!v) throw InputError(where + ": required key '" + key + "' is missing");
     return *v;
 }
 
-std::string outer_id(const json::Value &v, const char *what, size_t i) {
-    if (v.is_string()) return v.as_string();
-    if (v.is_int()) return std::to_string(v.as_int());
+const json::Node &require(const json::Node &obj, const char *key, const Where &where) {
+    const json::Node *v = obj.find(key);
+    if (!v) throw InputError(where.str() + ": required key '" + key + "' is missing");
+    return *v;
+}
+
+// Integer ids are written back as decimal text, kept in `scratch`.
+std::string_view outer_id(const json::Node &v, const char *what, size_t i, StringPool &scratch) {
+    if (v.is_string()) return v.str();
+    if (v.is_int()) return scratch.add(std::to_string(v.as_int()));
     throw InputError(std::string("JGF ") + what + " " + std::to_string(i) +
                      ": 'id' must be a string");
 }
 
-int64_t opt_int(const json::Value &md, const char *key, int64_t dflt, const std::string &where) {
-    const json::Value *v = md.find(key);
+int64_t opt_int(const json::Node *v, const char *key, int64_t dflt, const Where &where) {
     if (!v || v->is_null()) return dflt;
-    if (!v->is_int()) throw InputError(where + ": metadata." + key + " must be an integer");
+    if (!v->is_int()) throw InputError(where.str() + ": metadata." + key + " must be an integer");
     return v->as_int();
 }
 
-const std::string *opt_str(const json::Value &md, const char *key, const std::string &where) {
-    const json::Value *v = md.find(key);
+const json::Node *opt_str(const json::Node *v, const char *key, const Where &where) {
     if (!v || v->is_null()) return nullptr;
-    if (!v->is_string()) throw InputError(where + ": metadata." + key + " must be a string");
-    return &v->as_string();
+    if (!v->is_string()) throw InputError(where.str() + ": metadata." + key + " must be a string");
+    return v;
 }
 
-bool partial_for(const GraphOptions &o, const std::string &type) {
-    return o.partial_pool_types.count("*") || o.partial_pool_types.count(type);
-}
+// The metadata members a vertex is built from, found in one pass over the
+// object (the first of repeated keys wins, as with find()).
+struct Metadata {
+    const json::Node *type = nullptr, *paths = nullptr, *uniq_id = nullptr, *name = nullptr,
+                     *id = nullptr, *rank = nullptr, *status = nullptr, *exclusive = nullptr,
+                     *size = nullptr, *basename = nullptr, *unit = nullptr, *properties = nullptr;
+
+    explicit Metadata(const json::Node &md) {
+        for (uint32_t k = 0; k < md.n; ++k) {
+            const json::Member &m = md.members[k];
+            const json::Node **slot = slot_for(m.key);
+            if (slot && !*slot) *slot = &m.value;
+        }
+    }
+
+   private:
+    const json::Node **slot_for(std::string_view key) {
+        switch (key.size()) {
+            case 2:
+                return key == "id" ? &id : nullptr;
+            case 4:
+                if (key == "type") return &type;
+                if (key == "name") return &name;
+                if (key == "rank") return &rank;
+                if (key == "size") return &size;
+                if (key == "unit") return &unit;
+                return nullptr;
+            case 5:
+                return key == "paths" ? &paths : nullptr;
+            case 6:
+                return key == "status" ? &status : nullptr;
+            case 7:
+                return key == "uniq_id" ? &uniq_id : nullptr;
+            case 8:
+                return key == "basename" ? &basename : nullptr;
+            case 9:
+                return key == "exclusive" ? &exclusive : nullptr;
+            case 10:
+                return key == "properties" ? &properties : nullptr;
+            default:
+                return nullptr;
+        }
+    }
+};
+
+bool is_root_path(std::string_view path) { return std::count(path.begin(), path.end(), '/') == 1; }
 
 }  // namespace
 
 void Graph::index_vertex(int v) {
     Vertex &x = vertices[static_cast<size_t>(v)];
-    by_path[x.path] = v;
-    by_name[x.name].push_back(v);
-    by_rank[x.rank].push_back(v);
     if (by_type.size() <= static_cast<size_t>(x.type)) by_type.resize(static_cast<size_t>(x.type) + 1);
     by_type[static_cast<size_t>(x.type)].push_back(v);
     if (x.type == types.node && x.status == Status::Up) nodes_up++;
@@ -103,8 +162,6 @@ void Graph::unindex_vertex(int v) {
     auto erase_from = [v](std::vector<int> &vec) {
         vec.erase(std::remove(vec.begin(), vec.end(), v), vec.end());
     };
-    erase_from(by_name[x.name]);
-    erase_from(by_rank[x.rank]);
     erase_from(by_type[static_cast<size_t>(x.type)]);
     if (x.type == types.node && x.status == Status::Up) nodes_up--;
 }
@@ -125,16 +182,11 @@ void Graph::resort_outedge(int v, int e) {
     vec.insert(pos, e);
 }
 
-void Graph::add_edge(int src, int tgt, const std::string &subsystem) {
-    if (subsystem != "containment") {
-        // Only the containment subsystem is matched on; other subsystems are
-        // recorded on the vertex paths but their edges are not walked.
-        return;
-    }
+void Graph::add_edge(int src, int tgt) {
     Vertex &t = vertices[static_cast<size_t>(tgt)];
     if (t.parent_edge >= 0)
-        throw InputError("JGF edge " + vertices[static_cast<size_t>(src)].name + " -> " + t.name +
-                         ": vertex already has a containment parent");
+        throw InputError("JGF edge " + std::string(vertices[static_cast<size_t>(src)].name) + " -> " +
+                         std::string(t.name) + ": vertex already has a containment parent");
     int e = static_cast<int>(edges.size());
     Edge ed;
     ed.source = src;
@@ -146,202 +198,284 @@ void Graph::add_edge(int src, int tgt, const std::string &subsystem) {
 }
 
 std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
-    json::Value doc = json::parse(text);
-    if (!doc.is_object()) throw InputError("JGF: the document must be an object");
-    const json::Value &g = require(doc, "graph", "JGF");
-    if (!g.is_object()) throw InputError("JGF: 'graph' must be an object");
-    const json::Value &nodes = require(g, "nodes", "JGF graph");
-    const json::Value *edges_v = g.find("edges");
-    if (!nodes.is_array()) throw InputError("JGF: 'graph.nodes' must be an array");
-    if (edges_v && !edges_v->is_array()) throw InputError("JGF: 'graph.edges' must be an array");
-    if (!edges_v && !attach) throw InputError("JGF graph: required key 'edges' is missing");
-
-    // Validate everything before touching the graph, so bad input changes nothing.
+    // Validate everything before touching the graph, so bad input changes
+    // nothing. New vertices are built at the end of `vertices` but indexed
+    // nowhere, and dropped again if the input turns out bad; their strings
+    // point into the parsed text until the commit moves them to the pool.
     struct Pending {
-        std::string key;
-        Vertex v;
-        std::string type_name;
+        std::string_view key;
+        std::string_view type_name;
+        int vertex;  // existing vertex, or index the new one will get
         bool existing = false;
+        bool root = false;
+        int parents = 0;  // containment edges reaching a new vertex
     };
+    StringPool scratch;
+    const int first_new = static_cast<int>(vertices.size());
+    struct Rollback {
+        std::vector<Vertex> &vs;
+        size_t keep;
+        bool armed = true;
+        ~Rollback() {
+            if (armed) vs.erase(vs.begin() + static_cast<long>(keep), vs.end());
+        }
+    } rollback{vertices, vertices.size()};
     std::vector<Pending> pend;
-    pend.reserve(nodes.items().size());
-    std::unordered_map<std::string, size_t> new_keys;
-    std::unordered_set<std::string> new_paths;
+    // A JGF vertex with its edge takes well over 100 bytes of text; the
+    // estimate only reserves address space, which costs nothing untouched.
+    size_t need = vertices.size() + text.size() / 128 + 16;
+    if (vertices.capacity() < need) vertices.reserve(std::max(need, vertices.capacity() * 2));
+    auto pend_key = [&pend](int k) { return pend[static_cast<size_t>(k)].key; };
+    StrIndex<decltype(pend_key)> new_keys(pend_key);  // id -> index in pend
+    StrIndex<PathOf> new_paths(PathOf{&vertices});    // paths of the new vertices
+    new_keys.reserve(text.size() / 256);
+    new_paths.reserve(text.size() / 256);
     size_t i = 0;
-    for (const auto &n : nodes.items()) {
-        std::string where = "JGF node " + std::to_string(i);
-        if (!n.is_object()) throw InputError(where + ": must be an object");
+    // Vertices are read while the text is parsed, so the nodes never exist
+    // as one document. A syntax error anywhere and the checks on the
+    // document's shape still come first: the first vertex error is held
+    // back until the whole text has parsed, and no vertex after it is read.
+    std::string node_error;
+    auto read_node = [&](const json::Node *n) {
+        Where where{"node", i, {}, false};
+        if (!n->is_object()) throw InputError(where.str() + ": must be an object");
         Pending p;
-        p.key = outer_id(require(n, "id", where), "node", i);
-        where = "JGF node '" + p.key + "'";
-        const json::Value &md = require(n, "metadata", where);
-        if (!md.is_object()) throw InputError(where + ": 'metadata' must be an object");
-        const std::string *type = opt_str(md, "type", where);
-        if (!type) throw InputError(where + ": required key 'metadata.type' is missing");
-        if (type->empty()) throw InputError(where + ": metadata.type is empty");
-        p.type_name = *type;
-        const json::Value &paths = require(md, "paths", where + " metadata");
-        if (!paths.is_object()) throw InputError(where + ": metadata.paths must be an object");
-        Vertex &v = p.v;
-        v.uniq_id = opt_int(md, "uniq_id", -1, where);
+        p.key = outer_id(require(*n, "id", where), "node", i, scratch);
+        where.key = p.key;
+        where.keyed = true;
+        const json::Node &md = require(*n, "metadata", where);
+        if (!md.is_object()) throw InputError(where.str() + ": 'metadata' must be an object");
+        const Metadata mf(md);
+        const json::Node *type_v = opt_str(mf.type, "type", where);
+        if (!type_v) throw InputError(where.str() + ": required key 'metadata.type' is missing");
+        std::string_view type = type_v->str();
+        if (type.empty()) throw InputError(where.str() + ": metadata.type is empty");
+        p.type_name = type;
+        if (!mf.paths) throw InputError(where.str() + " metadata: required key 'paths' is missing");
+        const json::Node &paths = *mf.paths;
+        if (!paths.is_object()) throw InputError(where.str() + ": metadata.paths must be an object");
+        Vertex v;
+        v.uniq_id = opt_int(mf.uniq_id, "uniq_id", -1, where);
         if (v.uniq_id == -1) {
             try {
                 size_t used = 0;
-                v.uniq_id = std::stoll(p.key, &used);
+                v.uniq_id = std::stoll(std::string(p.key), &used);
             } catch (...) {
-                throw InputError(where + ": uniq_id cannot be inferred from the outer id");
+                throw InputError(where.str() + ": uniq_id cannot be inferred from the outer id");
             }
         }
-        const std::string *name = opt_str(md, "name", where);
-        v.id = opt_int(md, "id", -2, where);
+        const json::Node *name = opt_str(mf.name, "name", where);
+        v.id = opt_int(mf.id, "id", -2, where);
         if (v.id == -2) {
             v.id = v.uniq_id;
-            if (*type == "node" && name) {
-                size_t k = name->size();
-                while (k > 0 && std::isdigit(static_cast<unsigned char>((*name)[k - 1]))) --k;
-                if (k < name->size()) {
+            if (type == "node" && name) {
+                std::string_view nm = name->str();
+                size_t k = nm.size();
+                while (k > 0 && std::isdigit(static_cast<unsigned char>(nm[k - 1]))) --k;
+                if (k < nm.size()) {
                     try {
-                        v.id = std::stoll(name->substr(k));
+                        v.id = std::stoll(std::string(nm.substr(k)));
                     } catch (...) {
-                        throw InputError(where + ": cannot read an id from name " + *name);
+                        throw InputError(where.str() + ": cannot read an id from name " + std::string(nm));
                     }
                 }
             }
         }
-        v.rank = opt_int(md, "rank", -1, where);
-        int64_t st = opt_int(md, "status", 0, where);
-        if (st != 0 && st != 1) throw InputError(where + ": metadata.status must be 0 (up) or 1 (down)");
+        v.rank = opt_int(mf.rank, "rank", -1, where);
+        int64_t st = opt_int(mf.status, "status", 0, where);
+        if (st != 0 && st != 1)
+            throw InputError(where.str() + ": metadata.status must be 0 (up) or 1 (down)");
         v.status = st == 0 ? Status::Up : Status::Down;
-        if (const json::Value *ex = md.find("exclusive"); ex && !ex->is_null() && !ex->is_bool())
-            throw InputError(where + ": metadata.exclusive must be a boolean");
-        v.size = opt_int(md, "size", 1, where);
-        if (v.size < 0) throw InputError(where + ": metadata.size must not be negative");
-        const std::string *basename = opt_str(md, "basename", where);
-        v.basename = basename ? *basename : *type;
-        v.name = name ? *name : v.basename + std::to_string(v.id);
-        const std::string *unit = opt_str(md, "unit", where);
-        v.unit = unit ? *unit : "";
-        for (const auto &kv : paths.members()) {
-            if (!kv.second.is_string())
-                throw InputError(where + ": metadata.paths." + kv.first + " must be a string");
-            if (kv.first == "containment")
-                v.path = kv.second.as_string();
+        if (const json::Node *ex = mf.exclusive; ex && !ex->is_null() && !ex->is_bool())
+            throw InputError(where.str() + ": metadata.exclusive must be a boolean");
+        v.size = opt_int(mf.size, "size", 1, where);
+        if (v.size < 0) throw InputError(where.str() + ": metadata.size must not be negative");
+        const json::Node *basename = opt_str(mf.basename, "basename", where);
+        v.basename = basename ? basename->str() : type;
+        v.name = name ? name->str() : scratch.add(std::string(v.basename) + std::to_string(v.id));
+        const json::Node *unit = opt_str(mf.unit, "unit", where);
+        v.unit = unit ? unit->str() : std::string_view();
+        for (uint32_t k = 0; k < paths.n; ++k) {
+            const json::Member &kv = paths.members[k];
+            if (!kv.value.is_string())
+                throw InputError(where.str() + ": metadata.paths." + std::string(kv.key) +
+                                 " must be a string");
+            if (kv.key == "containment")
+                v.path = kv.value.str();
             else
-                v.other_paths[kv.first] = kv.second.as_string();
+                v.other_paths[std::string(kv.key)] = std::string(kv.value.str());
         }
         if (v.path.empty())
-            throw InputError(where + ": metadata.paths has no 'containment' path");
-        if (const json::Value *props = md.find("properties"); props && !props->is_null()) {
+            throw InputError(where.str() + ": metadata.paths has no 'containment' path");
+        if (const json::Node *props = mf.properties; props && !props->is_null()) {
             if (!props->is_object())
-                throw InputError(where + ": metadata.properties must be an object or null");
-            for (const auto &kv : props->members()) {
-                if (!kv.second.is_string())
-                    throw InputError(where + ": property '" + kv.first + "' must be a string");
-                v.properties[kv.first] = kv.second.as_string();
+                throw InputError(where.str() + ": metadata.properties must be an object or null");
+            for (uint32_t k = 0; k < props->n; ++k) {
+                const json::Member &kv = props->members[k];
+                if (!kv.value.is_string())
+                    throw InputError(where.str() + ": property '" + std::string(kv.key) +
+                                     "' must be a string");
+                v.properties[std::string(kv.key)] = std::string(kv.value.str());
             }
         }
-        if (new_keys.count(p.key)) throw InputError(where + ": duplicate vertex id");
-        if (attach && key_to_vertex_.count(p.key)) {
+        // The key's index in pend is inserted before pend grows: key_of is
+        // only asked about keys already present.
+        if (new_keys.insert(p.key, static_cast<int>(pend.size())) != static_cast<int>(pend.size()))
+            throw InputError(where.str() + ": duplicate vertex id");
+        int known = attach ? key_to_vertex_.find(p.key) : -1;
+        if (known >= 0) {
             // Attaching a subgraph that names existing vertices (the path
             // from the root down to the attach point) is allowed.
-            int ex = key_to_vertex_.at(p.key);
-            if (vertices[static_cast<size_t>(ex)].path != v.path)
-                throw InputError(where + ": id already used by another vertex");
+            if (vertices[static_cast<size_t>(known)].path != v.path)
+                throw InputError(where.str() + ": id already used by another vertex");
             p.existing = true;
+            p.vertex = known;
         } else {
-            if (!attach && key_to_vertex_.count(p.key)) throw InputError(where + ": duplicate vertex id");
-            if (find_path(v.path) >= 0 || new_paths.count(v.path))
-                throw InputError(where + ": duplicate containment path " + v.path);
-            new_paths.insert(v.path);
+            if (!attach && key_to_vertex_.find(p.key) >= 0)
+                throw InputError(where.str() + ": duplicate vertex id");
+            p.vertex = static_cast<int>(vertices.size());
+            if (find_path(v.path) >= 0 || new_paths.insert(v.path, p.vertex) != p.vertex)
+                throw InputError(where.str() + ": duplicate containment path " + std::string(v.path));
+            p.root = is_root_path(v.path);
+            vertices.push_back(std::move(v));
         }
-        new_keys.emplace(p.key, pend.size());
-        pend.push_back(std::move(p));
-        ++i;
-    }
+        pend.push_back(p);
+    };
+    json::Document parsed = json::parse_document(text, {"graph", "nodes"}, [&](const json::Node &n) {
+        if (!node_error.empty()) return;
+        try {
+            read_node(&n);
+            ++i;
+        } catch (const InputError &e) {
+            node_error = e.what();
+        }
+    });
+    const json::Node &doc = parsed.root();
+    if (!doc.is_object()) throw InputError("JGF: the document must be an object");
+    const json::Node &g = require(doc, "graph", std::string("JGF"));
+    if (!g.is_object()) throw InputError("JGF: 'graph' must be an object");
+    const json::Node &nodes = require(g, "nodes", std::string("JGF graph"));
+    const json::Node *edges_v = g.find("edges");
+    if (!nodes.is_array()) throw InputError("JGF: 'graph.nodes' must be an array");
+    if (edges_v && !edges_v->is_array()) throw InputError("JGF: 'graph.edges' must be an array");
+    if (!edges_v && !attach) throw InputError("JGF graph: required key 'edges' is missing");
+    if (!node_error.empty()) throw InputError(node_error);
     // Roots: a containment path with a single '/'.
     int roots = 0;
     for (const auto &p : pend)
-        if (!p.existing && std::count(p.v.path.begin(), p.v.path.end(), '/') == 1) ++roots;
+        if (!p.existing && p.root) ++roots;
     if (!attach && roots != 1)
         throw InputError(roots == 0 ? "JGF: no containment root (a vertex whose path is '/<name>')"
                                     : "JGF: more than one containment root");
     if (attach && (roots > 0 && root >= 0))
         throw InputError("JGF: an attached subgraph cannot add a second root");
 
+    // Vertex of a key known to be in the document or the graph.
     struct PendingEdge {
-        std::string src, tgt, subsystem;
+        int src, tgt;
     };
-    std::vector<PendingEdge> pedges;
-    std::unordered_map<std::string, int> parents_seen;
+    std::vector<PendingEdge> pedges;  // containment edges only
     if (edges_v) {
+        pedges.reserve(edges_v->size());
         size_t j = 0;
-        for (const auto &e : edges_v->items()) {
-            std::string where = "JGF edge " + std::to_string(j++);
-            if (!e.is_object()) throw InputError(where + ": must be an object");
-            PendingEdge pe;
-            const json::Value &s = require(e, "source", where);
-            const json::Value &t = require(e, "target", where);
-            pe.src = s.is_string() ? s.as_string() : s.is_int() ? std::to_string(s.as_int()) : "";
-            pe.tgt = t.is_string() ? t.as_string() : t.is_int() ? std::to_string(t.as_int()) : "";
-            if (pe.src.empty() || pe.tgt.empty())
-                throw InputError(where + ": source and target must be vertex id strings");
-            pe.subsystem = "containment";
-            if (const json::Value *md = e.find("metadata"); md && md->is_object())
-                if (const json::Value *ss = md->find("subsystem"); ss && ss->is_string())
-                    pe.subsystem = ss->as_string();
-            bool src_known = new_keys.count(pe.src) || key_to_vertex_.count(pe.src);
-            bool tgt_known = new_keys.count(pe.tgt) || key_to_vertex_.count(pe.tgt);
-            if (!src_known) throw InputError(where + ": unknown source vertex '" + pe.src + "'");
-            if (!tgt_known) throw InputError(where + ": unknown target vertex '" + pe.tgt + "'");
-            if (pe.subsystem == "containment") {
-                auto it = new_keys.find(pe.tgt);
-                bool tgt_new = it != new_keys.end() && !pend[it->second].existing;
-                if (tgt_new && parents_seen[pe.tgt]++ > 0)
-                    throw InputError(where + ": vertex '" + pe.tgt + "' has two containment parents");
-                if (pe.src == pe.tgt) throw InputError(where + ": an edge cannot loop on one vertex");
+        for (const json::Node *e = edges_v->begin_items(); e != edges_v->end_items(); ++e, ++j) {
+            Where where{"edge", j, {}, false};
+            if (!e->is_object()) throw InputError(where.str() + ": must be an object");
+            const json::Node &s = require(*e, "source", where);
+            const json::Node &t = require(*e, "target", where);
+            std::string_view src = s.is_string() ? s.str()
+                                   : s.is_int()  ? scratch.add(std::to_string(s.as_int()))
+                                                 : std::string_view();
+            std::string_view tgt = t.is_string() ? t.str()
+                                   : t.is_int()  ? scratch.add(std::to_string(t.as_int()))
+                                                 : std::string_view();
+            if (src.empty() || tgt.empty())
+                throw InputError(where.str() + ": source and target must be vertex id strings");
+            bool containment = true;
+            if (const json::Node *md = e->find("metadata"); md && md->is_object())
+                if (const json::Node *ss = md->find("subsystem"); ss && ss->is_string())
+                    containment = ss->str() == "containment";
+            int src_new = new_keys.find(src);
+            int tgt_new = new_keys.find(tgt);
+            int src_v = src_new >= 0 ? pend[static_cast<size_t>(src_new)].vertex : key_to_vertex_.find(src);
+            int tgt_v = tgt_new >= 0 ? pend[static_cast<size_t>(tgt_new)].vertex : key_to_vertex_.find(tgt);
+            bool src_known = src_v >= 0;
+            bool tgt_known = tgt_v >= 0;
+            if (!src_known)
+                throw InputError(where.str() + ": unknown source vertex '" + std::string(src) + "'");
+            if (!tgt_known)
+                throw InputError(where.str() + ": unknown target vertex '" + std::string(tgt) + "'");
+            if (!containment) {
+                // Only the containment subsystem is matched on; other subsystems are
+                // recorded on the vertex paths but their edges are not walked.
+                continue;
             }
-            pedges.push_back(std::move(pe));
+            bool is_tgt_new = tgt_new >= 0 && !pend[static_cast<size_t>(tgt_new)].existing;
+            if (is_tgt_new && pend[static_cast<size_t>(tgt_new)].parents++ > 0)
+                throw InputError(where.str() + ": vertex '" + std::string(tgt) +
+                                 "' has two containment parents");
+            if (src == tgt) throw InputError(where.str() + ": an edge cannot loop on one vertex");
+            pedges.push_back(PendingEdge{src_v, tgt_v});
         }
     }
     for (const auto &p : pend) {
         if (p.existing) continue;
-        bool is_root = std::count(p.v.path.begin(), p.v.path.end(), '/') == 1;
-        if (!is_root && !parents_seen.count(p.key))
-            throw InputError("JGF node '" + p.key + "': no containment edge reaches it (path " +
-                             p.v.path + ")");
+        if (!p.root && p.parents == 0)
+            throw InputError("JGF node '" + std::string(p.key) + "': no containment edge reaches it (path " +
+                             std::string(vertices[static_cast<size_t>(p.vertex)].path) + ")");
     }
 
     // Commit.
+    rollback.armed = false;
     std::vector<int> added;
-    const int first_new = static_cast<int>(vertices.size());
-    std::unordered_map<std::string, int> local;
+    added.reserve(vertices.size() - static_cast<size_t>(first_new));
+    // On a first load the indexes built while validating already map every
+    // key and path to its vertex.
+    const bool adopt = first_new == 0 && by_path.empty() && key_to_vertex_.empty();
+    if (adopt) {
+        by_path.adopt(std::move(new_paths));
+        key_to_vertex_.adopt(std::move(new_keys));
+    } else {
+        by_path.reserve(vertices.size());
+        key_to_vertex_.reserve(vertices.size());
+    }
+    vertex_key_.reserve(vertices.size());
+    // Type ids and partial-pool flags of the type names met in this document.
+    std::unordered_map<std::string_view, std::pair<int, bool>> type_info;
     for (auto &p : pend) {
-        if (p.existing) {
-            local[p.key] = key_to_vertex_.at(p.key);
-            continue;
+        if (p.existing) continue;
+        int idx = p.vertex;
+        Vertex &v = vertices[static_cast<size_t>(idx)];
+        auto ti = type_info.find(p.type_name);
+        if (ti == type_info.end()) {
+            std::string tn(p.type_name);
+            bool partial = opts_.partial_pool_types.count("*") || opts_.partial_pool_types.count(tn);
+            ti = type_info.emplace(p.type_name, std::make_pair(types.intern(tn), partial)).first;
         }
-        int idx = static_cast<int>(vertices.size());
-        p.v.type = types.intern(p.type_name);
-        p.v.partial_pool = partial_for(opts_, p.type_name);
-        p.v.plans = Planner(start(), duration(), p.v.size);
-        p.v.x_checker = Planner(start(), duration(), kXCheckerJobs);
-        vertices.push_back(std::move(p.v));
-        key_to_vertex_[p.key] = idx;
-        vertex_key_.push_back(p.key);
-        local[p.key] = idx;
+        v.type = ti->second.first;
+        v.partial_pool = ti->second.second;
+        v.basename = strings.intern(v.basename);
+        v.unit = strings.intern(v.unit);
+        v.name = strings.add(v.name);
+        v.path = strings.add(v.path);
+        v.plans = Planner(start(), duration(), v.size);
+        v.x_checker = Planner(start(), duration(), kXCheckerJobs);
+        std::string_view key = strings.add(p.key);
+        vertex_key_.push_back(key);
+        if (!adopt) {
+            key_to_vertex_.assign(key, idx);
+            by_path.assign(v.path, idx);
+        }
         index_vertex(idx);
         added.push_back(idx);
-        if (std::count(vertices.back().path.begin(), vertices.back().path.end(), '/') == 1) root = idx;
+        if (p.root) root = idx;
     }
+    edges.reserve(edges.size() + pedges.size());
     for (const auto &pe : pedges) {
-        auto ls = local.find(pe.src);
-        auto lt = local.find(pe.tgt);
-        int s = ls != local.end() ? ls->second : key_to_vertex_.at(pe.src);
-        int t = lt != local.end() ? lt->second : key_to_vertex_.at(pe.tgt);
         // New vertices were appended, so they are exactly the indices from first_new on.
-        bool touches_new = s >= first_new || t >= first_new;
+        bool touches_new = pe.src >= first_new || pe.tgt >= first_new;
         if (attach && !touches_new) continue;
-        add_edge(s, t, pe.subsystem);
+        add_edge(pe.src, pe.tgt);
     }
     return added;
 }

@@ -8,10 +8,14 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "lazy.hpp"
 #include "planner.hpp"
+#include "str_index.hpp"
+#include "string_pool.hpp"
 
 namespace fluxion {
 
@@ -36,23 +40,25 @@ class TypeTable {
 
 enum class Status { Up = 0, Down = 1 };
 
+// Strings are views into the graph's StringPool; containers that are empty
+// for most vertices are Lazy, so a vertex that holds nothing stays small.
 struct Vertex {
     int type = -1;
-    std::string basename;
-    std::string name;
+    Status status = Status::Up;
+    bool partial_pool = false;  // slots take exactly their count from this pool
+    bool removed = false;
+    int parent_edge = -1;
+    std::string_view basename;
+    std::string_view name;
+    std::string_view unit;
+    std::string_view path;  // containment path
     int64_t id = -1;
     int64_t uniq_id = -1;
     int64_t rank = -1;
-    Status status = Status::Up;
     int64_t size = 1;
-    std::string unit;
-    std::string path;                                 // containment path
-    std::map<std::string, std::string> other_paths;   // other subsystems
-    std::map<std::string, std::string> properties;
-    bool partial_pool = false;  // slots take exactly their count from this pool
-    bool removed = false;
+    Lazy<std::map<std::string, std::string>> other_paths;  // other subsystems
+    Lazy<std::map<std::string, std::string>> properties;
 
-    int parent_edge = -1;
     std::vector<int> out_edges;      // containment children, insertion order
     std::vector<int> by_outedges;    // same edges, ordered for first-match policies
 
@@ -60,26 +66,24 @@ struct Vertex {
     Planner plans;
     Planner x_checker;
     std::unique_ptr<PlannerMulti> subplan;
-    std::map<int64_t, int64_t> allocations;   // jobid -> span in plans
-    std::map<int64_t, int64_t> reservations;  // jobid -> span in plans
-    std::set<int64_t> tags;
-    std::map<int64_t, int64_t> x_spans;       // jobid -> span in x_checker
-    std::map<int64_t, int64_t> job2span;      // jobid -> span in subplan
+    Lazy<std::map<int64_t, int64_t>> allocations;   // jobid -> span in plans
+    Lazy<std::map<int64_t, int64_t>> reservations;  // jobid -> span in plans
+    Lazy<std::set<int64_t>> tags;
+    Lazy<std::map<int64_t, int64_t>> x_spans;       // jobid -> span in x_checker
+    Lazy<std::map<int64_t, int64_t>> job2span;      // jobid -> span in subplan
 
     // Traversal marks.
     uint64_t color_epoch = 0;
-    uint64_t label_seq = 0;
-    std::string label;
 };
 
+// Only containment edges are kept (other subsystems are not walked).
 struct Edge {
     int source = -1;
     int target = -1;
-    std::string subsystem = "containment";
     bool removed = false;
+    int exclusive = 0;
     // Set by the matcher for the update walk.
     uint64_t needs = 0;
-    int exclusive = 0;
     uint64_t seq = 0;
     uint64_t weight = std::numeric_limits<uint64_t>::max();
 };
@@ -104,9 +108,12 @@ class Graph {
     int root = -1;
     int64_t nodes_up = 0;
 
-    std::unordered_map<std::string, int> by_path;
-    std::unordered_map<std::string, std::vector<int>> by_name;
-    std::map<int64_t, std::vector<int>> by_rank;
+    StringPool strings;  // vertex names, paths, JGF ids
+    struct PathOf {
+        const std::vector<Vertex> *vs;
+        std::string_view operator()(int v) const { return (*vs)[static_cast<size_t>(v)].path; }
+    };
+    StrIndex<PathOf> by_path{PathOf{&vertices}};
     std::vector<std::vector<int>> by_type;  // indexed by type id
 
     const GraphOptions &options() const { return opts_; }
@@ -122,7 +129,7 @@ class Graph {
     // Detach the subtree rooted at `v` (shrink); vertices stay as tombstones.
     std::vector<int> detach_subtree(int v);
 
-    int find_path(const std::string &path) const;
+    int find_path(std::string_view path) const;
     void subtree(int v, std::vector<int> &out) const;  // pre-order, v included
     int parent(int v) const {
         int e = vertices[static_cast<size_t>(v)].parent_edge;
@@ -137,12 +144,16 @@ class Graph {
 
    private:
     GraphOptions opts_;
-    std::unordered_map<std::string, int> key_to_vertex_;  // JGF outer id -> vertex
-    std::vector<std::string> vertex_key_;                 // vertex -> JGF outer id
+    struct KeyOf {
+        const std::vector<std::string_view> *keys;
+        std::string_view operator()(int v) const { return (*keys)[static_cast<size_t>(v)]; }
+    };
+    std::vector<std::string_view> vertex_key_;               // vertex -> JGF outer id
+    StrIndex<KeyOf> key_to_vertex_{KeyOf{&vertex_key_}};    // JGF outer id -> vertex
     std::vector<int> read_jgf(const std::string &text, bool attach);
     void index_vertex(int v);
     void unindex_vertex(int v);
-    void add_edge(int src, int tgt, const std::string &subsystem);
+    void add_edge(int src, int tgt);
 };
 
 }  // namespace fluxion

@@ -72,6 +72,21 @@ Count read_count(const json::Value &v, const std::string &where) {
     return c;
 }
 
+// Fluxion's DFU traverser gives up on a level that holds more than one slot
+// ("siblings in jobspec request same resource type"), so such a request could
+// never match; say so instead of reporting it busy or unsatisfiable.
+void check_sibling_slots(const std::vector<Resource> &rs, int slot_type, const std::string &where) {
+    std::vector<std::string> labels;
+    for (const auto &r : rs)
+        if (r.type == slot_type) labels.push_back("'" + r.label + "'");
+    if (labels.size() < 2) return;
+    std::string names;
+    for (const auto &l : labels) names += (names.empty() ? "" : ", ") + l;
+    bad(where, std::to_string(labels.size()) + " sibling slots (" + names +
+                   ") at one level; the matcher takes one slot per level, so use a single slot "
+                   "(with a count) or match each slot shape as its own jobspec");
+}
+
 Resource read_resource(const json::Value &v, const TypeTable &types, const std::string &where) {
     if (!v.is_object()) bad(where, "a resource must be a mapping");
     Resource r;
@@ -111,6 +126,7 @@ Resource read_resource(const json::Value &v, const TypeTable &types, const std::
         if (!with->is_array() || with->items().empty()) bad(w, "'with' must be a non-empty sequence");
         for (size_t i = 0; i < with->items().size(); ++i)
             r.with.push_back(read_resource(with->items()[i], types, w + ".with[" + std::to_string(i) + "]"));
+        check_sibling_slots(r.with, types.slot, w + ".with");
     }
     return r;
 }
@@ -135,7 +151,7 @@ class PropertyConstraint : public Constraint {
 class HostlistConstraint : public Constraint {
    public:
     explicit HostlistConstraint(std::set<std::string> h) : hosts_(std::move(h)) {}
-    bool match(const Vertex &v) const override { return hosts_.count(v.name) > 0; }
+    bool match(const Vertex &v) const override { return hosts_.count(std::string(v.name)) > 0; }
 
    private:
     std::set<std::string> hosts_;
@@ -244,6 +260,7 @@ Jobspec parse_jobspec(const json::Value &doc, const TypeTable &types) {
     if (!res->is_array() || res->items().empty()) bad("resources", "must be a non-empty sequence");
     for (size_t i = 0; i < res->items().size(); ++i)
         js.resources.push_back(read_resource(res->items()[i], types, "resources[" + std::to_string(i) + "]"));
+    check_sibling_slots(js.resources, types.slot, "resources");
     const json::Value *tasks = doc.find("tasks");
     if (!tasks) bad("document", "missing 'tasks'");
     if (!tasks->is_array()) bad("tasks", "must be a sequence");

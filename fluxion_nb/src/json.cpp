@@ -1,9 +1,13 @@
 #include "json.hpp"
 
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "errors.hpp"
 
@@ -60,23 +64,119 @@ void Value::set(std::string key, Value v) {
     obj_.emplace_back(std::move(key), std::move(v));
 }
 
+void Document::Free::operator()(char *p) const { std::free(p); }
+
+const Node *Node::find(std::string_view key) const {
+    if (kind != Kind::Object) return nullptr;
+    for (uint32_t k = 0; k < n; ++k)
+        if (members[k].key == key) return &members[k].value;
+    return nullptr;
+}
+
+// Bump allocation in chunks that never move. Chunks double from 64 KiB, so a
+// jobspec costs one small chunk and a large JGF a few dozen big ones.
+class Arena {
+   public:
+    using Chunk = std::unique_ptr<char, Document::Free>;
+
+    // 8-byte aligned storage.
+    void *alloc(size_t bytes) {
+        bytes = (bytes + 7) & ~size_t{7};
+        while (bytes > left_) {
+            if (idx_ + 1 < chunks_.size()) {
+                // Reuse a chunk kept from before a reset.
+                ++idx_;
+            } else {
+                size_t size = std::max(bytes, next_);
+                next_ = std::min(next_ * 2, kMaxChunk);
+                char *mem = static_cast<char *>(std::malloc(size));
+                if (!mem) throw std::bad_alloc();
+                chunks_.emplace_back(mem);
+                sizes_.push_back(size);
+                idx_ = chunks_.size() - 1;
+            }
+            cur_ = chunks_[idx_].get();
+            left_ = sizes_[idx_];
+        }
+        void *p = cur_;
+        cur_ += bytes;
+        left_ -= bytes;
+        return p;
+    }
+    // Forget everything allocated; the chunks are reused.
+    void reset() {
+        idx_ = 0;
+        cur_ = chunks_.empty() ? nullptr : chunks_[0].get();
+        left_ = chunks_.empty() ? 0 : sizes_[0];
+    }
+    std::vector<Chunk> release() {
+        sizes_.clear();
+        cur_ = nullptr;
+        left_ = 0;
+        return std::move(chunks_);
+    }
+
+   private:
+    static constexpr size_t kMaxChunk = size_t{8} << 20;
+    size_t next_ = size_t{64} << 10;
+    std::vector<Chunk> chunks_;
+    std::vector<size_t> sizes_;
+    size_t idx_ = 0;
+    char *cur_ = nullptr;
+    size_t left_ = 0;
+};
+
+// Owns the arenas of a Document while it is being built.
+class DocumentBuilder {
+   public:
+    explicit DocumentBuilder(Document &d) : d_(d) {}
+    ~DocumentBuilder() { d_.chunks_ = kept_.release(); }
+
+    // Storage for strings, kept with the document.
+    void *alloc(size_t bytes) { return kept_.alloc(bytes); }
+    // Storage for arrays and objects: kept, or freed after the current
+    // streamed element.
+    void *alloc_container(size_t bytes) { return transient_ ? element_.alloc(bytes) : kept_.alloc(bytes); }
+    void begin_element() { transient_ = true; }
+    void end_element() {
+        transient_ = false;
+        element_.reset();
+    }
+    Node &root() { return d_.root_; }
+
+   private:
+    Document &d_;
+    Arena kept_;
+    Arena element_;
+    bool transient_ = false;
+};
+
 namespace {
 
 class Parser {
    public:
-    explicit Parser(std::string_view t) : t_(t) {}
+    Parser(std::string_view t, DocumentBuilder &b, const std::vector<std::string_view> &stream,
+           const ElementFn &on_element)
+        : t_(t), b_(b), stream_(stream), on_element_(on_element) {}
 
-    Value document() {
+    void document() {
         skip_ws();
-        Value v = value(0);
+        b_.root() = value(0, on_element_ ? 0 : -1);
         skip_ws();
         if (p_ != t_.size()) fail("trailing characters after the JSON value");
-        return v;
     }
 
    private:
     std::string_view t_;
     size_t p_ = 0;
+    DocumentBuilder &b_;
+    const std::vector<std::string_view> &stream_;
+    const ElementFn &on_element_;
+    // Items and members of the containers being read; each container takes
+    // its own from the top when it closes, then copies them to the arena.
+    std::vector<Node> item_stack_;
+    std::vector<Member> member_stack_;
+    std::string scratch_;
 
     [[noreturn]] void fail(const std::string &what) const {
         throw InputError("invalid JSON at byte " + std::to_string(p_) + ": " + what);
@@ -97,72 +197,137 @@ class Parser {
         p_ += n;
     }
 
-    Value value(int depth) {
+    static Node make(Kind k) {
+        Node v;
+        v.kind = k;
+        return v;
+    }
+
+    // `on_path`: how many keys of the streamed array's path lead here, or -1.
+    Node value(int depth, int on_path) {
         if (depth > 512) fail("nesting too deep");
         switch (peek()) {
             case '{':
-                return object(depth);
+                return object(depth, on_path);
             case '[':
-                return array(depth);
-            case '"':
-                return Value::make_string(string());
-            case 't':
+                return array(depth, on_path);
+            case '"': {
+                Node v = make(Kind::String);
+                std::string_view sv = string();
+                v.s = sv.data();
+                v.n = static_cast<uint32_t>(sv.size());
+                return v;
+            }
+            case 't': {
                 literal("true");
-                return Value::make_bool(true);
-            case 'f':
+                Node v = make(Kind::Bool);
+                v.b = true;
+                return v;
+            }
+            case 'f': {
                 literal("false");
-                return Value::make_bool(false);
+                Node v = make(Kind::Bool);
+                v.b = false;
+                return v;
+            }
             case 'n':
                 literal("null");
-                return Value();
+                return Node();
             default:
                 return number();
         }
     }
 
-    Value object(int depth) {
-        Value v = Value::make_object();
+    Node object(int depth, int on_path) {
+        Node v = make(Kind::Object);
+        v.members = nullptr;
         expect('{');
         skip_ws();
         if (peek() == '}') {
             ++p_;
             return v;
         }
+        const size_t base = member_stack_.size();
         for (;;) {
             skip_ws();
             if (peek() != '"') fail("expected a string key");
-            std::string key = string();
+            std::string_view key = string();
             skip_ws();
             expect(':');
             skip_ws();
-            v.members().emplace_back(std::move(key), value(depth + 1));
+            int child_path = -1;
+            if (on_path >= 0 && static_cast<size_t>(on_path) < stream_.size() &&
+                key == stream_[static_cast<size_t>(on_path)] &&
+                std::none_of(member_stack_.begin() + static_cast<long>(base), member_stack_.end(),
+                             [&](const Member &m) { return m.key == key; }))
+                child_path = on_path + 1;
+            Node item = value(depth + 1, child_path);
+            member_stack_.push_back(Member{key, item});
             skip_ws();
             if (peek() == ',') {
                 ++p_;
                 continue;
             }
             expect('}');
+            size_t count = member_stack_.size() - base;
+            if (count > UINT32_MAX) fail("object too large");
+            auto *m = static_cast<Member *>(b_.alloc_container(count * sizeof(Member)));
+            std::copy(member_stack_.begin() + static_cast<long>(base), member_stack_.end(), m);
+            member_stack_.resize(base);
+            v.members = m;
+            v.n = static_cast<uint32_t>(count);
             return v;
         }
     }
 
-    Value array(int depth) {
-        Value v = Value::make_array();
+    Node array(int depth, int on_path) {
+        Node v = make(Kind::Array);
+        v.items = nullptr;
         expect('[');
         skip_ws();
         if (peek() == ']') {
             ++p_;
             return v;
         }
+        if (on_path >= 0 && static_cast<size_t>(on_path) == stream_.size()) return streamed(depth);
+        const size_t base = item_stack_.size();
         for (;;) {
             skip_ws();
-            v.push(value(depth + 1));
+            Node item = value(depth + 1, -1);
+            item_stack_.push_back(item);
             skip_ws();
             if (peek() == ',') {
                 ++p_;
                 continue;
             }
             expect(']');
+            size_t count = item_stack_.size() - base;
+            if (count > UINT32_MAX) fail("array too large");
+            auto *it = static_cast<Node *>(b_.alloc_container(count * sizeof(Node)));
+            std::copy(item_stack_.begin() + static_cast<long>(base), item_stack_.end(), it);
+            item_stack_.resize(base);
+            v.items = it;
+            v.n = static_cast<uint32_t>(count);
+            return v;
+        }
+    }
+
+    // The elements of a non-empty streamed array, past its '['.
+    Node streamed(int depth) {
+        for (;;) {
+            skip_ws();
+            b_.begin_element();
+            Node item = value(depth + 1, -1);
+            on_element_(item);
+            b_.end_element();
+            skip_ws();
+            if (peek() == ',') {
+                ++p_;
+                continue;
+            }
+            expect(']');
+            Node v = make(Kind::Array);
+            v.items = nullptr;
             return v;
         }
     }
@@ -203,17 +368,38 @@ class Parser {
         return cp;
     }
 
-    std::string string() {
+    // A string without escapes is a view into the input; one with escapes is
+    // decoded into the arena.
+    std::string_view string() {
         expect('"');
-        std::string out;
         size_t start = p_;
-        // Fast path: copy runs without escapes.
+        while (p_ < t_.size()) {
+            char c = t_[p_];
+            if (c == '"') {
+                std::string_view out = t_.substr(start, p_ - start);
+                ++p_;
+                if (out.size() > UINT32_MAX) fail("string too long");
+                return out;
+            }
+            if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
+            if (c == '\\') return escaped_string(start);
+            ++p_;
+        }
+        fail("unterminated string");
+    }
+
+    std::string_view escaped_string(size_t start) {
+        std::string &out = scratch_;
+        out.clear();
         while (p_ < t_.size()) {
             char c = t_[p_];
             if (c == '"') {
                 out.append(t_.data() + start, p_ - start);
                 ++p_;
-                return out;
+                if (out.size() > UINT32_MAX) fail("string too long");
+                char *mem = static_cast<char *>(b_.alloc(out.size() + 1));
+                std::memcpy(mem, out.data(), out.size());
+                return std::string_view(mem, out.size());
             }
             if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
             if (c == '\\') {
@@ -252,7 +438,7 @@ class Parser {
         fail("unterminated string");
     }
 
-    Value number() {
+    Node number() {
         size_t s = p_;
         bool is_float = false;
         if (peek() == '-') ++p_;
@@ -271,14 +457,20 @@ class Parser {
             if (!(peek() >= '0' && peek() <= '9')) fail("digit expected in exponent");
             while (peek() >= '0' && peek() <= '9') ++p_;
         }
-        std::string tok(t_.substr(s, p_ - s));
         if (!is_float) {
-            errno = 0;
-            char *end = nullptr;
-            long long v = std::strtoll(tok.c_str(), &end, 10);
-            if (errno == 0) return Value::make_int(v);
+            // Same result as strtoll: out of range falls through to a double.
+            int64_t v = 0;
+            auto r = std::from_chars(t_.data() + s, t_.data() + p_, v);
+            if (r.ec == std::errc()) {
+                Node n = make(Kind::Int);
+                n.i = v;
+                return n;
+            }
         }
-        return Value::make_double(std::strtod(tok.c_str(), nullptr));
+        std::string tok(t_.substr(s, p_ - s));
+        Node n = make(Kind::Double);
+        n.d = std::strtod(tok.c_str(), nullptr);
+        return n;
     }
 };
 
@@ -336,7 +528,46 @@ void dump_into(std::string &out, const Value &v, bool spaced) {
 
 }  // namespace
 
-Value parse(std::string_view text) { return Parser(text).document(); }
+Document parse_document(std::string_view text, const std::vector<std::string_view> &stream,
+                        const ElementFn &on_element) {
+    Document d;
+    {
+        DocumentBuilder b(d);
+        Parser(text, b, stream, on_element).document();
+    }
+    return d;
+}
+
+Value to_value(const Node &n) {
+    switch (n.kind) {
+        case Kind::Null:
+            return Value();
+        case Kind::Bool:
+            return Value::make_bool(n.b);
+        case Kind::Int:
+            return Value::make_int(n.i);
+        case Kind::Double:
+            return Value::make_double(n.d);
+        case Kind::String:
+            return Value::make_string(std::string(n.str()));
+        case Kind::Array: {
+            Value v = Value::make_array();
+            v.items().reserve(n.n);
+            for (const Node *it = n.begin_items(); it != n.end_items(); ++it) v.push(to_value(*it));
+            return v;
+        }
+        case Kind::Object: {
+            Value v = Value::make_object();
+            v.members().reserve(n.n);
+            for (uint32_t k = 0; k < n.n; ++k)
+                v.members().emplace_back(std::string(n.members[k].key), to_value(n.members[k].value));
+            return v;
+        }
+    }
+    return Value();
+}
+
+Value parse(std::string_view text) { return to_value(parse_document(text).root()); }
 
 void dump_string(std::string &out, std::string_view s) {
     out += '"';

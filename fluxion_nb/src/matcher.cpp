@@ -6,6 +6,7 @@
 #endif
 
 #include "errors.hpp"
+#include "find.hpp"
 #include "jobspec.hpp"
 #include "json.hpp"
 #include "writers.hpp"
@@ -50,10 +51,10 @@ int Matcher::vertex_at(const std::string &path) const {
 void Matcher::fill_vertices(const Emission &em, MatchResult &r) const {
     for (const auto &ev : em.vertices) {
         const Vertex &v = g_->vertices[static_cast<size_t>(ev.vertex)];
-        AllocatedVertex a{v.path, g_->types.name(v.type), v.name, v.id, v.rank, ev.needs, ev.exclusive, "", v.properties};
+        AllocatedVertex a{std::string(v.path), g_->types.name(v.type), std::string(v.name), v.id, v.rank, ev.needs, ev.exclusive, "", v.properties.get()};
         for (int p = ev.vertex; p >= 0; p = g_->parent(p))
             if (g_->vertices[static_cast<size_t>(p)].type == g_->types.node) {
-                a.node = g_->vertices[static_cast<size_t>(p)].name;
+                a.node = std::string(g_->vertices[static_cast<size_t>(p)].name);
                 break;
             }
         r.vertices.push_back(std::move(a));
@@ -128,6 +129,13 @@ std::map<int, std::pair<int64_t, bool>> Matcher::read_r_amounts(const std::strin
         if (!cp || !cp->is_string()) throw InputError("R: a vertex has no containment path");
         int v = g_->find_path(cp->as_string());
         if (v < 0) throw NotFoundError("R: no vertex at path " + cp->as_string());
+        // A rank that disagrees with the graph means R describes another vertex.
+        if (const json::Value *rk = md->find("rank"); rk && rk->is_int()) {
+            int64_t have = g_->vertices[static_cast<size_t>(v)].rank;
+            if (rk->as_int() != have)
+                throw InputError("R: vertex at " + cp->as_string() + " has rank " + std::to_string(rk->as_int()) +
+                                 ", the graph says " + std::to_string(have));
+        }
         int64_t size = 1;
         if (const json::Value *s = md->find("size"); s && s->is_int()) size = s->as_int();
         bool excl = false;
@@ -198,7 +206,7 @@ bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R) {
     std::vector<std::string> paths;
     {
         std::lock_guard<std::mutex> lk(mu_);
-        for (auto &kv : read_r_amounts(R)) paths.push_back(g_->vertices[static_cast<size_t>(kv.first)].path);
+        for (auto &kv : read_r_amounts(R)) paths.push_back(std::string(g_->vertices[static_cast<size_t>(kv.first)].path));
     }
     // Only release the vertices named, not their subtrees.
     std::lock_guard<std::mutex> lk(mu_);
@@ -262,7 +270,7 @@ void Matcher::set_property(const std::string &path, const std::string &key, cons
 
 std::map<std::string, std::string> Matcher::get_property(const std::string &path) const {
     std::lock_guard<std::mutex> lk(mu_);
-    return g_->vertices[static_cast<size_t>(vertex_at(path))].properties;
+    return g_->vertices[static_cast<size_t>(vertex_at(path))].properties.get();
 }
 
 void Matcher::attach(const std::string &jgf) {
@@ -276,14 +284,55 @@ void Matcher::remove(const std::string &path) {
     int v = vertex_at(path);
     std::vector<int> sub;
     g_->subtree(v, sub);
+    std::set<int64_t> held;
     for (int x : sub) {
         const Vertex &vx = g_->vertices[static_cast<size_t>(x)];
-        if (!vx.allocations.empty() || !vx.reservations.empty())
-            throw StateError("remove: " + vx.path + " holds a job; cancel it first");
+        if (!vx.reservations.empty())
+            throw StateError("remove: " + std::string(vx.path) + " holds a reservation; cancel it first");
+        for (const auto &kv : vx.allocations) held.insert(kv.first);
+    }
+    // Jobs running on the removed part keep the rest of their allocation;
+    // what they held there no longer counts in the ancestors' aggregates.
+    for (int64_t jobid : held) {
+        bool full = false;
+        trav_->partial_cancel(jobid, sub, full);
     }
     g_->detach_subtree(v);
     // Aggregate totals above the removed subtree shrink; spans are kept.
     trav_->initialize();
+}
+
+void Matcher::remove_ranks(const std::string &idset) {
+    std::vector<std::string> roots;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (int64_t r : parse_idset(idset)) {
+            // A rank's vertices form a subtree; its root has the shortest path.
+            int best = -1;
+            for (size_t i = 0; i < g_->vertices.size(); ++i) {
+                const Vertex &v = g_->vertices[i];
+                if (v.removed || v.rank != r) continue;
+                if (best < 0 || v.path.size() < g_->vertices[static_cast<size_t>(best)].path.size())
+                    best = static_cast<int>(i);
+            }
+            if (best < 0) throw NotFoundError("no vertex of rank " + std::to_string(r));
+            roots.push_back(std::string(g_->vertices[static_cast<size_t>(best)].path));
+        }
+    }
+    for (const auto &p : roots) remove(p);
+}
+
+std::string Matcher::find(const std::string &criteria, const std::string &format) const {
+    FindCriteria c = FindCriteria::parse(criteria);
+    std::lock_guard<std::mutex> lk(mu_);
+    const std::string &fmt = format.empty() ? opts_.match_format : format;
+    if (!known_format(fmt)) write_r(*g_, Emission(), fmt);
+    return write_r(*g_, find_vertices(*g_, c), fmt);
+}
+
+std::pair<unsigned, unsigned> Matcher::traversal_counts() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return {trav_->preorder_count(), trav_->postorder_count()};
 }
 
 std::vector<Matcher::Usage> Matcher::usage() const {
@@ -292,7 +341,7 @@ std::vector<Matcher::Usage> Matcher::usage() const {
     for (const auto &v : g_->vertices) {
         if (v.removed) continue;
         int64_t free_now = v.plans.avail_at(0);
-        out.push_back({v.path, g_->types.name(v.type), v.name, v.size, v.size - (free_now < 0 ? 0 : free_now)});
+        out.push_back({std::string(v.path), g_->types.name(v.type), std::string(v.name), v.size, v.size - (free_now < 0 ? 0 : free_now)});
     }
     return out;
 }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph.hpp"
@@ -90,9 +91,14 @@ class Matcher {
     void set_property(const std::string &path, const std::string &key, const std::string &value);
     std::map<std::string, std::string> get_property(const std::string &path) const;
 
-    // Grow: add a JGF subgraph; shrink: remove a subtree (must hold no job).
+    // Grow: add a JGF subgraph; shrink: remove a subtree (jobs on it keep the
+    // rest of their allocation; a reservation there must be cancelled first).
     void attach(const std::string &jgf);
     void remove(const std::string &path);
+    // Shrink by broker rank: remove, for each rank of the idset ("[1-2]"),
+    // the subtree of its top vertex. Throws NotFoundError for an unknown rank
+    // before anything is removed.
+    void remove_ranks(const std::string &idset);
 
     // Per vertex: path, type, size, allocated-now amount.
     struct Usage {
@@ -100,6 +106,12 @@ class Matcher {
         int64_t size, used;
     };
     std::vector<Usage> usage() const;
+
+    // resource-query's find: the vertices matching `criteria` (see find.hpp)
+    // written in `format` ("" = the matcher's format). Throws InputError.
+    std::string find(const std::string &criteria, const std::string &format = "") const;
+    // Vertices entered and finished by the last traversal (match or cancel).
+    std::pair<unsigned, unsigned> traversal_counts() const;
 
     std::string policy() const { return opts_.policy; }
     std::string match_format() const { return opts_.match_format; }

@@ -5,29 +5,47 @@
 namespace fluxion {
 
 Planner::Planner(int64_t start, int64_t duration, int64_t total)
-    : start_(start), end_(start + duration), total_(total) {
-    points_.push_back({start_, total_, 1});
+    : start_(start), end_(start + duration), total_(total) {}
+
+Planner::Planner(const Planner &o)
+    : start_(o.start_), end_(o.end_), total_(o.total_),
+      st_(o.st_ ? std::make_unique<State>(*o.st_) : nullptr) {}
+
+Planner &Planner::operator=(const Planner &o) {
+    if (this != &o) *this = Planner(o);
+    return *this;
+}
+
+Planner::State &Planner::state() {
+    if (!st_) {
+        st_ = std::make_unique<State>();
+        st_->points.push_back({start_, total_, 1});
+    }
+    return *st_;
 }
 
 size_t Planner::state_index(int64_t at) const {
     // upper_bound on time, minus one: the point in force at `at`.
-    auto it = std::upper_bound(points_.begin(), points_.end(), at,
+    const auto &pts = st_->points;
+    auto it = std::upper_bound(pts.begin(), pts.end(), at,
                                [](int64_t t, const Point &p) { return t < p.at; });
-    if (it == points_.begin()) return 0;
-    return static_cast<size_t>(it - points_.begin()) - 1;
+    if (it == pts.begin()) return 0;
+    return static_cast<size_t>(it - pts.begin()) - 1;
 }
 
 int64_t Planner::avail_at(int64_t at) const {
     if (at < start_ || at >= end_) return -1;
-    return points_[state_index(at)].remaining;
+    if (!st_) return total_;
+    return st_->points[state_index(at)].remaining;
 }
 
 int64_t Planner::avail_during(int64_t at, int64_t duration) const {
     if (at < start_ || at + duration > end_) return -1;
+    if (!st_) return total_;
+    const auto &pts = st_->points;
     size_t i = state_index(at);
-    int64_t m = points_[i].remaining;
-    for (++i; i < points_.size() && points_[i].at < at + duration; ++i)
-        m = std::min(m, points_[i].remaining);
+    int64_t m = pts[i].remaining;
+    for (++i; i < pts.size() && pts[i].at < at + duration; ++i) m = std::min(m, pts[i].remaining);
     return m;
 }
 
@@ -38,53 +56,60 @@ bool Planner::fits_during(int64_t at, int64_t duration, int64_t request) const {
 }
 
 size_t Planner::point_at(int64_t at) {
+    auto &pts = st_->points;
     size_t i = state_index(at);
-    if (points_[i].at == at) {
-        points_[i].refs++;
+    if (pts[i].at == at) {
+        pts[i].refs++;
         return i;
     }
-    Point p{at, points_[i].remaining, 1};
-    points_.insert(points_.begin() + static_cast<long>(i) + 1, p);
+    Point p{at, pts[i].remaining, 1};
+    pts.insert(pts.begin() + static_cast<long>(i) + 1, p);
     return i + 1;
 }
 
 void Planner::release_point(size_t idx) {
-    if (--points_[idx].refs <= 0 && idx != 0) points_.erase(points_.begin() + static_cast<long>(idx));
+    auto &pts = st_->points;
+    if (--pts[idx].refs <= 0 && idx != 0) pts.erase(pts.begin() + static_cast<long>(idx));
 }
 
 int64_t Planner::add_span(int64_t at, int64_t duration, int64_t request) {
     if (duration < 1 || at < start_ || at + duration > end_ || request < 0 || request > total_)
         return -1;
     if (!fits_during(at, duration, request)) return -1;
+    State &st = state();
     size_t s = point_at(at);
     size_t e = point_at(at + duration);  // may shift nothing before s
     s = state_index(at);
-    for (size_t i = s; i < e; ++i) points_[i].remaining -= request;
-    int64_t id = next_span_++;
-    spans_[id] = Span{at, at + duration, request};
-    iter_set_ = false;
+    for (size_t i = s; i < e; ++i) st.points[i].remaining -= request;
+    int64_t id = st.next_span++;
+    st.spans[id] = Span{at, at + duration, request};
+    st.iter_set = false;
     return id;
 }
 
 bool Planner::rem_span(int64_t span_id) {
-    auto it = spans_.find(span_id);
-    if (it == spans_.end()) return false;
+    if (!st_) return false;
+    State &st = *st_;
+    auto it = st.spans.find(span_id);
+    if (it == st.spans.end()) return false;
     Span sp = it->second;
-    spans_.erase(it);
+    st.spans.erase(it);
     size_t s = state_index(sp.start);
     size_t e = state_index(sp.last);
-    for (size_t i = s; i < e; ++i) points_[i].remaining += sp.planned;
+    for (size_t i = s; i < e; ++i) st.points[i].remaining += sp.planned;
     // Release the end point first so the start index stays valid.
     release_point(e);
     release_point(state_index(sp.start));
-    iter_set_ = false;
+    st.iter_set = false;
     return true;
 }
 
 bool Planner::reduce_span(int64_t span_id, int64_t amount, bool &removed) {
     removed = false;
-    auto it = spans_.find(span_id);
-    if (it == spans_.end()) return false;
+    if (!st_) return false;
+    State &st = *st_;
+    auto it = st.spans.find(span_id);
+    if (it == st.spans.end()) return false;
     Span &sp = it->second;
     amount = std::min(amount, sp.planned);
     if (amount >= sp.planned) {
@@ -93,44 +118,50 @@ bool Planner::reduce_span(int64_t span_id, int64_t amount, bool &removed) {
     }
     size_t s = state_index(sp.start);
     size_t e = state_index(sp.last);
-    for (size_t i = s; i < e; ++i) points_[i].remaining += amount;
+    for (size_t i = s; i < e; ++i) st.points[i].remaining += amount;
     sp.planned -= amount;
-    iter_set_ = false;
+    st.iter_set = false;
     return true;
 }
 
 int64_t Planner::span_planned(int64_t span_id) const {
-    auto it = spans_.find(span_id);
-    return it == spans_.end() ? -1 : it->second.planned;
+    if (!st_) return -1;
+    auto it = st_->spans.find(span_id);
+    return it == st_->spans.end() ? -1 : it->second.planned;
 }
 
 void Planner::reset() {
-    spans_.clear();
-    points_.clear();
-    points_.push_back({start_, total_, 1});
-    iter_set_ = false;
+    if (!st_) return;
+    // Span ids keep counting up, so an id from before the reset stays unknown.
+    st_->spans.clear();
+    st_->points.clear();
+    st_->points.push_back({start_, total_, 1});
+    st_->iter_set = false;
 }
 
 void Planner::set_total(int64_t total) {
     int64_t delta = total - total_;
     total_ = total;
-    for (auto &p : points_) p.remaining += delta;
-    iter_set_ = false;
+    if (!st_) return;
+    for (auto &p : st_->points) p.remaining += delta;
+    st_->iter_set = false;
 }
 
 int64_t Planner::iterate() {
-    while (iter_pos_ < points_.size()) {
-        const Point &p = points_[iter_pos_++];
-        if (p.at < iter_after_ || p.remaining < iter_request_) continue;
+    State &st = *st_;
+    const auto &pts = st.points;
+    while (st.iter_pos < pts.size()) {
+        const Point &p = pts[st.iter_pos++];
+        if (p.at < st.iter_after || p.remaining < st.iter_request) continue;
         // The window must stay within capacity from this point on.
         bool ok = true;
-        for (size_t j = iter_pos_; j < points_.size() && points_[j].at < p.at + iter_duration_; ++j)
-            if (points_[j].remaining < iter_request_) {
+        for (size_t j = st.iter_pos; j < pts.size() && pts[j].at < p.at + st.iter_duration; ++j)
+            if (pts[j].remaining < st.iter_request) {
                 ok = false;
                 break;
             }
         if (!ok) continue;
-        if (p.at + iter_duration_ > end_) return -1;
+        if (p.at + st.iter_duration > end_) return -1;
         return p.at;
     }
     return -1;
@@ -138,16 +169,17 @@ int64_t Planner::iterate() {
 
 int64_t Planner::avail_time_first(int64_t on_or_after, int64_t duration, int64_t request) {
     if (on_or_after < start_ || on_or_after >= end_ || duration < 1 || request > total_) return -1;
-    iter_pos_ = 0;
-    iter_after_ = on_or_after;
-    iter_duration_ = duration;
-    iter_request_ = request;
-    iter_set_ = true;
+    State &st = state();
+    st.iter_pos = 0;
+    st.iter_after = on_or_after;
+    st.iter_duration = duration;
+    st.iter_request = request;
+    st.iter_set = true;
     return iterate();
 }
 
 int64_t Planner::avail_time_next() {
-    if (!iter_set_) return -1;
+    if (!st_ || !st_->iter_set) return -1;
     return iterate();
 }
 

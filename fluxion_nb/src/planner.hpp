@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,11 +15,15 @@ class Planner {
    public:
     Planner() = default;
     Planner(int64_t start, int64_t duration, int64_t total);
+    Planner(const Planner &o);
+    Planner &operator=(const Planner &o);
+    Planner(Planner &&) noexcept = default;
+    Planner &operator=(Planner &&) noexcept = default;
 
     int64_t start() const { return start_; }
     int64_t end() const { return end_; }
     int64_t total() const { return total_; }
-    size_t span_count() const { return spans_.size(); }
+    size_t span_count() const { return st_ ? st_->spans.size() : 0; }
 
     // Minimum number of free units over [at, at + duration); -1 if the window
     // leaves the plan.
@@ -54,17 +59,23 @@ class Planner {
         int64_t last;
         int64_t planned;
     };
+    // Everything beyond the capacity, created on first use: a graph has two
+    // planners per vertex and most of them never see a span.
+    struct State {
+        std::vector<Point> points;  // sorted by time; points[0].at == start_
+        std::map<int64_t, Span> spans;
+        int64_t next_span = 0;
+        // avail_time iteration state
+        size_t iter_pos = 0;
+        int64_t iter_after = 0, iter_duration = 0, iter_request = 0;
+        bool iter_set = false;
+    };
     int64_t start_ = 0;
     int64_t end_ = 0;
     int64_t total_ = 0;
-    std::vector<Point> points_;  // sorted by time; points_[0].at == start_
-    std::map<int64_t, Span> spans_;
-    int64_t next_span_ = 0;
-    // avail_time iteration state
-    size_t iter_pos_ = 0;
-    int64_t iter_after_ = 0, iter_duration_ = 0, iter_request_ = 0;
-    bool iter_set_ = false;
+    std::unique_ptr<State> st_;  // null: no span, all `total_` free
 
+    State &state();
     size_t state_index(int64_t at) const;  // last point with time <= at
     size_t point_at(int64_t at);          // find or create a point at time `at`
     void release_point(size_t idx);

@@ -192,12 +192,28 @@ bool Traverser::exclusivity(const std::vector<Resource> &rs, int u) {
     return x;
 }
 
+int64_t Traverser::avail_of(const JobMeta &m, int u) const {
+    const Vertex &x = g_.vertices[static_cast<size_t>(u)];
+    // "Could it ever fit" must not depend on what is held now, nor on a hold
+    // that runs to the end of the graph (a duration-0 job does).
+    if (m.alloc_type == AllocType::Satisfiability) return x.plans.total();
+    return x.plans.avail_during(m.at, m.duration);
+}
+
+int64_t Traverser::sat_time(int64_t duration) const {
+    // Fluxion probes at the end of the graph; a whole-horizon duration would
+    // put that probe before the start, so keep the window inside the graph.
+    return std::max(g_.start(), g_.end() - duration - 1);
+}
+
 bool Traverser::by_excl(const JobMeta &m, int u, bool exclusive_in, const Resource &r) {
     if (exclusive_in && r.exclusive == Tristate::False) {
         errno_ = MatchErr::Invalid;
-        err_msg_ += "by_excl: exclusivity conflicts at jobspec=" + r.label + " : vertex=" + V(u).name;
+        err_msg_ += "by_excl: exclusivity conflicts at jobspec=" + r.label + " : vertex=" + std::string(V(u).name);
         return false;
     }
+    // On an empty graph every vertex can be had exclusively.
+    if (m.alloc_type == AllocType::Satisfiability) return true;
     if (exclusive_in || r.exclusive == Tristate::True) {
         // A partial pool is shared unit by unit: only an explicit exclusive
         // request needs it untouched.
@@ -231,6 +247,7 @@ bool Traverser::by_subplan(const JobMeta &m, int u, const Resource &r) {
             errno_ = MatchErr::Range;
             return false;
         }
+        if (m.alloc_type == AllocType::Satisfiability) continue;  // totals only
         if (!p.fits_during(m.at, m.duration, aggs[i])) {
             errno_ = MatchErr::Busy;
             return false;
@@ -250,7 +267,7 @@ bool Traverser::prune(const JobMeta &m, bool excl, int u, const std::vector<Reso
         errno_ = MatchErr::Busy;
         return false;
     }
-    int64_t avail = x.plans.avail_during(m.at, m.duration);
+    int64_t avail = avail_of(m, u);
     if (avail == 0) {
         errno_ = MatchErr::Busy;
         return false;
@@ -572,7 +589,7 @@ int Traverser::dom_dfv(const JobMeta &m, int u, const std::vector<Resource> &rs,
     else
         explore(m, u, next, check_pres, &x_inout, dfu);
     *excl = x_in;
-    int64_t avail = V(u).plans.avail_during(m.at, m.duration);
+    int64_t avail = avail_of(m, u);
     if (avail == 0) {
         errno_ = MatchErr::Busy;
         return -1;
@@ -586,11 +603,6 @@ int Traverser::dom_dfv(const JobMeta &m, int u, const std::vector<Resource> &rs,
     if (resolve(dfu, to_parent) != 0) return -1;
     to_parent.avail = static_cast<unsigned>(avail);
     to_parent.overall_score = overall;
-    for (const auto &r : rs)
-        if (r.type == type_of(u) && !r.label.empty()) {
-            V(u).label_seq = seq_;
-            V(u).label = r.label;
-        }
     postorder_++;
     return 0;
 }
@@ -697,12 +709,18 @@ bool Traverser::request_feasible(const JobMeta &m, const std::string &op, std::m
         }
     }
     if (static_cast<size_t>(g_.types.node) >= g_.by_type.size()) return true;
-    int64_t target_time = (op == "allocate" || op == "without_allocating") ? m.at : g_.end() - 1;
+    // Allocation asks about now; a reservation about the last window of the
+    // graph that still holds the whole duration (Fluxion probes end - 1,
+    // which no duration above one second fits). Satisfiability only asks
+    // which nodes the constraint admits, whatever they hold.
+    int64_t target_time = (op == "allocate" || op == "without_allocating")
+                              ? m.at
+                              : std::max(g_.start(), g_.end() - m.duration);
     int64_t feasible = 0;
     for (int v : g_.by_type[static_cast<size_t>(g_.types.node)]) {
         const Vertex &x = V(v);
-        if ((!m.constraint || m.constraint->match(x)) && (checking_sat || x.status == Status::Up) &&
-            x.plans.avail_during(target_time, m.duration) == 1) {
+        if (m.constraint && !m.constraint->match(x)) continue;
+        if (checking_sat || (x.status == Status::Up && x.plans.avail_during(target_time, m.duration) == 1)) {
             if (++feasible >= target_nodes) break;
         }
     }
@@ -726,7 +744,7 @@ bool Traverser::schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op,
     PlannerMulti *p = V(root).subplan.get();
     auto sat_check = [&]() {
         m.alloc_type = AllocType::Satisfiability;
-        m.at = g_.end() - m.duration - 1;
+        m.at = sat_time(m.duration);
         if (!select(js.resources, root, m, x)) {
             if (errno_ == MatchErr::Busy || errno_ == MatchErr::Range) errno_ = MatchErr::Unsatisfiable;
             ++epoch_;
@@ -801,7 +819,7 @@ bool Traverser::run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &
     bool ok;
     if (op == "satisfiability") {
         m.alloc_type = AllocType::Satisfiability;
-        m.at = g_.end() - m.duration - 1;
+        m.at = sat_time(m.duration);
         ok = select(js.resources, root, m, x);
         if (!ok && (errno_ == MatchErr::Busy || errno_ == MatchErr::Range))
             errno_ = MatchErr::Unsatisfiable;
@@ -867,7 +885,7 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
             if (full && m.alloc_type != AllocType::Satisfiability) {
                 int64_t span = x.plans.add_span(m.at, m.duration, static_cast<int64_t>(needs));
                 if (span < 0) {
-                    err_msg_ += "upd_plan: planner_add_span failed on " + x.name + ".\n";
+                    err_msg_ += "upd_plan: planner_add_span failed on " + std::string(x.name) + ".\n";
                 } else if (m.alloc_type == AllocType::Alloc) {
                     x.allocations[m.jobid] = span;
                 } else {
@@ -919,6 +937,7 @@ bool Traverser::update(int root, Emission &out, JobMeta &m) {
 void Traverser::mod_dfv(int u, int64_t jobid) {
     Vertex &x = V(u);
     mark(u);
+    ++preorder_;
     auto tag = x.tags.find(jobid);
     if (tag == x.tags.end()) return;
     x.tags.erase(tag);
@@ -943,6 +962,7 @@ void Traverser::mod_dfv(int u, int64_t jobid) {
         int t = E(e).target;
         if (!visited(t)) mod_dfv(t, jobid);
     }
+    ++postorder_;
 }
 
 void Traverser::mod_exv(int64_t jobid) {
@@ -970,6 +990,8 @@ void Traverser::mod_exv(int64_t jobid) {
 
 bool Traverser::cancel(int64_t jobid) {
     ++epoch_;
+    // Counts of this walk, reported by resource-query's `cancel ... stats`.
+    preorder_ = postorder_ = 0;
     if (g_.root >= 0 && V(g_.root).tags.count(jobid))
         mod_dfv(g_.root, jobid);
     else
@@ -1053,12 +1075,12 @@ bool Traverser::replay(int64_t jobid, int64_t at, int64_t duration, bool reserve
         int v = kv.first;
         const Vertex &x = V(v);
         if (x.removed) {
-            why = "vertex " + x.path + " is not in the graph";
+            why = "vertex " + std::string(x.path) + " is not in the graph";
             return false;
         }
         if (kv.second.second) {
             if (!x.plans.fits_during(at, duration, kv.second.first)) {
-                why = "vertex " + x.path + " does not have " + std::to_string(kv.second.first) +
+                why = "vertex " + std::string(x.path) + " does not have " + std::to_string(kv.second.first) +
                       " free units for the replayed allocation";
                 return false;
             }

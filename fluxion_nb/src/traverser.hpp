@@ -45,6 +45,9 @@ struct Emission {
     int64_t starttime = 0;
     int64_t expiration = 0;
     std::string queue;
+    // Aggregate filter usage per vertex ("type" -> "used:N, total:M"), only
+    // filled by find with agfilter.
+    std::map<int, std::map<std::string, std::string>> agfilter;
 };
 
 struct PruneSpec {
@@ -134,6 +137,10 @@ class Traverser {
 
     // select
     bool exclusivity(const std::vector<Resource> &rs, int u);
+    // Free units of `u` over the match window; the whole capacity for a
+    // satisfiability check, which asks about an empty graph.
+    int64_t avail_of(const JobMeta &m, int u) const;
+    int64_t sat_time(int64_t duration) const;
     bool by_excl(const JobMeta &m, int u, bool exclusive_in, const Resource &r);
     bool by_subplan(const JobMeta &m, int u, const Resource &r);
     bool prune(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs);

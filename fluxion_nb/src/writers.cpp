@@ -21,7 +21,7 @@ std::string write_simple(const Graph &g, const Emission &em, bool pretty) {
     std::string out;
     auto line = [&](const EmittedVertex &ev) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
-        out += prefix(ev.level) + v.name + "[" + std::to_string(ev.needs) + ":" +
+        out += prefix(ev.level) + std::string(v.name) + "[" + std::to_string(ev.needs) + ":" +
                (pretty ? (ev.exclusive ? "exclusive" : "shared") : (ev.exclusive ? "x" : "s")) + "]\n";
     };
     if (pretty)
@@ -38,8 +38,9 @@ json::Value jgf_value(const Graph &g, const Emission &em) {
         const std::string &tname = g.types.name(v.type);
         json::Value md = json::Value::make_object();
         md.set("type", json::Value::make_string(tname));
-        if (v.basename != tname) md.set("basename", json::Value::make_string(v.basename));
-        if (v.name != v.basename + std::to_string(v.id)) md.set("name", json::Value::make_string(v.name));
+        if (v.basename != tname) md.set("basename", json::Value::make_string(std::string(v.basename)));
+        if (v.name != std::string(v.basename) + std::to_string(v.id))
+            md.set("name", json::Value::make_string(std::string(v.name)));
         md.set("id", json::Value::make_int(v.id));
         md.set("rank", json::Value::make_int(v.rank));
         if (!v.properties.empty()) {
@@ -47,13 +48,19 @@ json::Value jgf_value(const Graph &g, const Emission &em) {
             for (const auto &kv : v.properties) p.set(kv.first, json::Value::make_string(kv.second));
             md.set("properties", p);
         }
-        if (!v.unit.empty()) md.set("unit", json::Value::make_string(v.unit));
+        // No "unit": flux-sched's JGF reader drops it, so its R never carries one.
         if (ev.exclusive) md.set("exclusive", json::Value::make_bool(true));
         if (ev.needs != 1) md.set("size", json::Value::make_int(ev.needs));
         json::Value paths = json::Value::make_object();
-        paths.set("containment", json::Value::make_string(v.path));
+        paths.set("containment", json::Value::make_string(std::string(v.path)));
         for (const auto &kv : v.other_paths) paths.set(kv.first, json::Value::make_string(kv.second));
         md.set("paths", paths);
+        auto af = em.agfilter.find(ev.vertex);
+        if (af != em.agfilter.end()) {
+            json::Value a = json::Value::make_object();
+            for (const auto &kv : af->second) a.set(kv.first, json::Value::make_string(kv.second));
+            md.set("agfilter", a);
+        }
         json::Value n = json::Value::make_object();
         n.set("id", json::Value::make_string(std::to_string(v.uniq_id)));
         n.set("metadata", md);
@@ -67,11 +74,6 @@ json::Value jgf_value(const Graph &g, const Emission &em) {
                             std::to_string(g.vertices[static_cast<size_t>(ed.source)].uniq_id)));
         o.set("target", json::Value::make_string(
                             std::to_string(g.vertices[static_cast<size_t>(ed.target)].uniq_id)));
-        if (ed.subsystem != "containment") {
-            json::Value m = json::Value::make_object();
-            m.set("subsystem", json::Value::make_string(ed.subsystem));
-            o.set("metadata", m);
-        }
         edges.push(o);
     }
     json::Value graph = json::Value::make_object();
@@ -99,7 +101,7 @@ json::Value rlite_value(const Graph &g, const Emission &em, std::vector<std::str
                     children.set(g.types.name(kv.first), json::Value::make_string(format_idset(kv.second)));
             pending.clear();
             std::string sig = json::dump(children);
-            nodelist.push_back(v.name);
+            nodelist.push_back(std::string(v.name));
             bool merged = false;
             for (auto &grp : groups)
                 if (grp.first == sig) {
@@ -129,7 +131,7 @@ json::Value rv1_value(const Graph &g, const Emission &em, bool sched) {
     std::vector<std::pair<int64_t, std::string>> ranked;
     for (const auto &ev : em.vertices) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
-        if (v.type == g.types.node || v.type == g.types.storage_node) ranked.emplace_back(v.rank, v.name);
+        if (v.type == g.types.node || v.type == g.types.storage_node) ranked.emplace_back(v.rank, std::string(v.name));
     }
     std::stable_sort(ranked.begin(), ranked.end());
     std::vector<std::string> names;
