@@ -6,20 +6,31 @@ one ``fluxion.flux-framework.org/qpu``) from a few concurrent creators over
 keep-alive connections, alternating rounds without and with the webhook
 registered. Two more series run with the webhook registered: label-gang pods
 (groups of 4; the webhook creates a PodGroup per group) and pods for another
-scheduler, which the CEL matchConditions keep away from the webhook. CPU
-seconds per pod of kube-apiserver, etcd and the webhook are recorded for each
-series. Prints one JSON document and draws ``bench/out/webhook.png``. Usage::
+scheduler, which the CEL matchConditions keep away from the webhook.
+
+The baseline is a null webhook (``bench/null_webhook.py``: allow, echo the uid,
+no patch) registered the same way and served by the same stack (Starlette +
+Hypercorn), plus the same null webhook on aiohttp and on a threaded
+``http.server``: "fluence / null" is what our code costs over calling a webhook
+at all, the other stacks show what the server stack costs. CPU seconds per pod
+of kube-apiserver, etcd and the webhook called in that series are recorded.
+``--profile FILE`` runs ``fluence-webhook`` under cProfile and writes its stats
+there. Prints one JSON document and draws ``bench/out/webhook.png``. Usage::
 
     python bench/webhook.py [--pods 300] [--concurrency 4] [--rounds 2] [--out bench/out]
+        [--null-servers hypercorn,aiohttp,threaded] [--profile FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
+import signal
 import ssl
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -28,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +47,9 @@ sys.path.insert(0, str(ROOT))
 
 from fluence import names  # noqa: E402
 from fluence.controlplane import ControlPlane  # noqa: E402
-from tests.integration.test_webhook_process import WebhookProcess  # noqa: E402
+from tests.integration import test_webhook_process  # noqa: E402
+from tests.integration.test_webhook_process import WebhookProcess, free_port  # noqa: E402
+from webhook.certs import CertBundle, generate, write_files  # noqa: E402
 from webhook.manifest import webhook_configuration  # noqa: E402
 
 CONFIGS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
@@ -160,6 +174,113 @@ def webhook_called(cp: ControlPlane) -> bool:
     return any(e["name"] == "QRMI_BACKEND" for e in out["spec"]["containers"][0].get("env", []))
 
 
+class NullWebhook:
+    """``bench/null_webhook.py`` as a child process on a free loopback port, always stopped."""
+
+    def __init__(
+        self, workdir: Path, server: str, bundle: CertBundle, patch: Path | None = None
+    ) -> None:
+        self.server = server
+        self.bundle = bundle
+        self.patch = patch
+        self.tls_dir = workdir / "null-tls"
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.log_path = workdir / f"null-{server}{'-patch' if patch else ''}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.context = ssl.create_default_context(cafile=str(self.tls_dir / "ca.crt"))
+
+    def __enter__(self) -> NullWebhook:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(ROOT / "bench" / "null_webhook.py"),
+                    "--bind",
+                    f"127.0.0.1:{self.port}",
+                    "--cert",
+                    str(self.tls_dir / "tls.crt"),
+                    "--key",
+                    str(self.tls_dir / "tls.key"),
+                    "--server",
+                    self.server,
+                    *(["--patch", str(self.patch)] if self.patch else []),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"null webhook exited: {self.log_path.read_text()}")
+                try:
+                    self.reviews()
+                    return self
+                except httpx.TransportError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def reviews(self) -> int:
+        """Reviews the null webhook has answered so far."""
+        r = httpx.get(f"{self.url}/reviews", verify=self.context, timeout=2)
+        r.raise_for_status()
+        return int(r.text)
+
+    def called(self, cp: ControlPlane) -> bool:
+        """True when a dry-run pod creation reaches this webhook."""
+        before = self.reviews()
+        cp.rest.create("/api/v1/namespaces/default/pods", quantum_pod(0), dryRun="All")
+        return self.reviews() > before
+
+
+def fluence_patch(path: Path) -> Path:
+    """Write the JSON Patch fluence makes for :func:`quantum_pod`, for the null webhook."""
+    from webhook.admission import mutate
+    from webhook.env import ContractFile
+    from webhook.review import decode_pod
+
+    contract = ContractFile(ROOT / "examples" / "resources.yaml").current()
+    pod = decode_pod(msgspec.Raw(json.dumps(quantum_pod(0)).encode()))
+    path.write_text(json.dumps(mutate(pod, "default", contract).patch.ops))
+    return path
+
+
+def profiled_script(workdir: Path, stats: Path) -> Path:
+    """A launcher running ``fluence-webhook`` under cProfile on CPU time, stats written at exit.
+
+    CPU time rather than wall time: on a busy machine a wall-clock profile
+    charges whole scheduler waits to whichever call happened to be running.
+    """
+    script = workdir / "fluence-webhook-profiled"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import cProfile, sys, time\n"
+        "from webhook.__main__ import main\n"
+        "profile = cProfile.Profile(time.process_time)\n"
+        "try:\n"
+        "    code = profile.runcall(main)\n"
+        "finally:\n"
+        f"    profile.dump_stats({str(stats)!r})\n"
+        "sys.exit(code)\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
 def wait_until(check: Any, want: bool, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while check() != want:
@@ -174,28 +295,40 @@ def namespace(cp: ControlPlane) -> str:
     return name
 
 
+LABELS = {
+    "without": "without\nwebhook",
+    "with": "fluence",
+    "with_null": "null\n(hypercorn)",
+    "with_null_aiohttp": "null\n(aiohttp)",
+    "with_null_hypercorn-h1": "null\n(hypercorn h1)",
+    "with_null_threaded": "null\n(http.server)",
+    "with_null_patch": "null + patch\n(hypercorn)",
+    "with_gang": "fluence\n(gang pods)",
+    "with_other": "fluence\n(other pods)",
+}
+
+
 def draw(result: dict[str, Any], out: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [
-        "without webhook",
-        "with webhook",
-        "with webhook\n(gang pods)",
-        "with webhook\n(other pods)",
-    ]
-    keys = ["without", "with", "with_gang", "with_other"]
+    keys = [k for k in LABELS if k in result]
     rates = [result[k]["pods_per_s"] for k in keys]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    bars = ax.bar(labels, rates, color=["#888888", "#2b7bba", "#5aa05a", "#c98a2b"])
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    ax.tick_params(axis="x", labelsize=8)
+    bars = ax.bar([LABELS[k] for k in keys], rates, color="#2b7bba")
+    bars[0].set_color("#888888")
     ax.bar_label(bars, fmt="%.0f")
     ax.set_ylim(0, 1.15 * max(rates))
     ax.set_ylabel("pods created per second")
+    ratios = result["ratios"]
     ax.set_title(
         f"Pod creation through kube-apiserver ({result['pods']} pods x {result['rounds']} "
-        f"rounds, {result['concurrency']} creators)\nratio with/without = {result['ratio']:.2f}",
+        f"rounds, {result['concurrency']} creators)\nfluence/without = "
+        f"{ratios['fluence/without']:.2f}, null/without = {ratios.get('null/without', 0):.2f}, "
+        f"fluence/null = {ratios.get('fluence/null', 0):.2f}",
         fontsize=9,
     )
     fig.tight_layout()
@@ -233,36 +366,73 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="register without the CEL matchConditions (to measure what they cost)",
     )
+    parser.add_argument(
+        "--null-servers",
+        default="hypercorn,hypercorn+patch,hypercorn-h1,aiohttp,threaded",
+        help=(
+            "comma-separated server stacks for the null webhook baseline ('' for none); "
+            "'+patch' answers with the patch fluence makes"
+        ),
+    )
+    parser.add_argument(
+        "--profile", type=Path, help="run fluence-webhook under cProfile, stats to this file"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    null_servers = [s for s in args.null_servers.split(",") if s]
+    null_keys = {
+        s: "with_null" if s == "hypercorn" else "with_null_" + s.removeprefix("hypercorn+")
+        for s in null_servers
+    }
     series: dict[str, list[dict[str, Any]]] = {
         "without": [],
         "with": [],
+        **{key: [] for key in null_keys.values()},
         "with_gang": [],
         "with_other": [],
     }
-    # The webhook's certificates and log stay in the output directory for inspection.
+    # The webhooks' certificates and logs stay in the output directory for inspection.
     workdir = args.out / "webhook-run"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    with ControlPlane() as cp:
-        config_name = "fluence-webhook-bench"
-        with WebhookProcess(
+    if args.profile:
+        test_webhook_process.SCRIPT = profiled_script(workdir, args.profile.resolve())
+    null_bundle = generate(["localhost"], ["127.0.0.1"], days=2)
+    write_files(null_bundle, workdir / "null-tls")
+    patch_file = fluence_patch(workdir / "fluence-patch.json")
+
+    def register(url: str, ca_pem: bytes) -> dict[str, Any]:
+        config = webhook_configuration(url=url, ca_bundle=ca_pem, certificate=None)
+        config["metadata"]["name"] = config_name
+        if args.no_match_conditions:
+            del config["webhooks"][0]["matchConditions"]
+        return config
+
+    config_name = "fluence-webhook-bench"
+    with (
+        ControlPlane() as cp,
+        WebhookProcess(
             workdir,
             resources=ROOT / "examples" / "resources.yaml",
             kubeconfig=cp.kubeconfig,
-        ) as hook:
-            config = webhook_configuration(
-                url=f"{hook.url}{names.WEBHOOK_PATH}",
-                ca_bundle=hook.bundle.ca_pem,
-                certificate=None,
-            )
-            config["metadata"]["name"] = config_name
-            if args.no_match_conditions:
-                del config["webhooks"][0]["matchConditions"]
-            assert hook.proc is not None
-            components = {p.name: p.pid for p in cp.processes}
-            cpu = CpuMeter({**components, "webhook": hook.proc.pid})
+        ) as hook,
+    ):
+        assert hook.proc is not None
+        components = {p.name: p.pid for p in cp.processes}
+        cpu = CpuMeter({**components, "webhook": hook.proc.pid})
+        config = register(f"{hook.url}{names.WEBHOOK_PATH}", hook.bundle.ca_pem)
+        with contextlib.ExitStack() as stack:
+            nulls = [
+                stack.enter_context(
+                    NullWebhook(
+                        workdir,
+                        entry.partition("+")[0],
+                        null_bundle,
+                        patch_file if entry.endswith("+patch") else None,
+                    )
+                )
+                for entry in null_servers
+            ]
             # Warm the API server's caches and connections before measuring.
             create_pods(cp, namespace(cp), 50, args.concurrency, quantum_pod)
             for _ in range(args.rounds):
@@ -282,6 +452,23 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 cp.rest.delete(f"{CONFIGS}/{config_name}")
                 wait_until(lambda: webhook_called(cp), False)
+                for entry, null in zip(null_servers, nulls, strict=True):
+                    assert null.proc is not None
+                    null_cpu = CpuMeter({**components, "webhook": null.proc.pid})
+                    cp.rest.create(CONFIGS, register(f"{null.url}/mutate", null.bundle.ca_pem))
+                    wait_until(lambda n=null: n.called(cp), True)
+                    series[null_keys[entry]].append(
+                        create_pods(
+                            cp,
+                            namespace(cp),
+                            args.pods,
+                            args.concurrency,
+                            quantum_pod,
+                            null_cpu,
+                        )
+                    )
+                    cp.rest.delete(f"{CONFIGS}/{config_name}")
+                    wait_until(lambda n=null: n.called(cp), False)
     result: dict[str, Any] = {
         "benchmark": "webhook",
         "pods": args.pods,
@@ -289,13 +476,22 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": args.concurrency,
         **{k: merge(v) for k, v in series.items()},
     }
-    result["ratio"] = round(result["with"]["pods_per_s"] / result["without"]["pods_per_s"], 3)
-    result["ratio_gang"] = round(
-        result["with_gang"]["pods_per_s"] / result["without"]["pods_per_s"], 3
-    )
-    result["ratio_other"] = round(
-        result["with_other"]["pods_per_s"] / result["without"]["pods_per_s"], 3
-    )
+
+    def rate(key: str) -> float:
+        value: float = result[key]["pods_per_s"]
+        return value
+
+    ratios = {
+        "fluence/without": rate("with") / rate("without"),
+        "gang/without": rate("with_gang") / rate("without"),
+        "other/without": rate("with_other") / rate("without"),
+    }
+    for entry, key in null_keys.items():
+        suffix = "" if entry == "hypercorn" else f" ({entry})"
+        ratios[f"null/without{suffix}"] = rate(key) / rate("without")
+        ratios[f"fluence/null{suffix}"] = rate("with") / rate(key)
+    result["ratios"] = {k: round(v, 3) for k, v in ratios.items()}
+    result["ratio"] = result["ratios"]["fluence/without"]
     result["png"] = str(draw(result, args.out))
     (args.out / "webhook.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

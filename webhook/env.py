@@ -185,9 +185,9 @@ def plan_env(pod: Pod, contract: EnvContract) -> EnvPlan:
     """Decide the target containers of a fluence pod; no targets unless a fluxion type is asked."""
     plan = EnvPlan()
     slots = list(containers(pod))
-    requested: set[str] = set()
-    for slot in slots:
-        requested |= fluxion_types(slot.container)
+    # Each container's types once: every pod creation waits on this.
+    asking = [(slot, fluxion_types(slot.container)) for slot in slots]
+    requested: set[str] = set().union(*(types for _, types in asking))
     if not requested:
         if opted_in(pod):
             plan.warnings.append(
@@ -208,7 +208,7 @@ def plan_env(pod: Pod, contract: EnvContract) -> EnvPlan:
             f"{names.ANNOTATION_ENV_CONTAINERS} names container {missing!r}, which the pod "
             "does not have"
         )
-    plan.targets = [s for s in slots if fluxion_types(s.container) or s.container.name in wanted]
+    plan.targets = [slot for slot, types in asking if types or slot.container.name in wanted]
     return plan
 
 
@@ -217,8 +217,9 @@ def add_env(plan: EnvPlan, contract: EnvContract, patch: PatchBuilder) -> None:
     for slot in plan.targets:
         defined = slot.container.env_names()
         has_env = slot.container.env is not None
+        env_path = slot.env_path
         for env_name, annotation in contract.variables:
             if env_name in defined:
                 continue
-            patch.append(slot.env_path, has_env, contract.env_entry(env_name, annotation))
+            patch.append(env_path, has_env, contract.env_entry(env_name, annotation))
             defined.add(env_name)
