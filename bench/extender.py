@@ -27,19 +27,21 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.plots import new_figure, save_figure  # noqa: E402
 from fluence import resources, telemetry  # noqa: E402
 from fluence.graph import ClusterGraph  # noqa: E402
 from fluence.groups import GroupRef, PodsByGroup  # noqa: E402
 from fluence.ledger import Ledger  # noqa: E402
 from fluence.pods import Pod, PodGroup, decode_node  # noqa: E402
 from scheduler_extender.app import create_app  # noqa: E402
+from scheduler_extender.binder import NullBinder  # noqa: E402
 from scheduler_extender.scheduling import Scheduler  # noqa: E402
 
 
@@ -61,16 +63,6 @@ class Pods:
         return self.by_group.members(ref)
 
     def podgroup(self, api_group: str, namespace: str, name: str) -> PodGroup | None:
-        return None
-
-
-class Binder:
-    def bind(
-        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
-    ) -> None:
-        return None
-
-    def node_of(self, namespace: str, name: str) -> str | None:
         return None
 
 
@@ -171,7 +163,7 @@ async def run(n_nodes: int, n_pods: int, gang: int) -> dict[str, Any]:
     build_s = time.perf_counter() - t0
     ledger = Ledger(graph)
     view = Pods()
-    scheduler = Scheduler(graph, ledger, view, Binder())
+    scheduler = Scheduler(graph, ledger, view, NullBinder())
     app = create_app(scheduler, metrics=False)
     series = ("single", "gang-first", "gang-member")
     wall: dict[str, list[float]] = {k: [] for k in series}
@@ -219,12 +211,7 @@ async def run(n_nodes: int, n_pods: int, gang: int) -> dict[str, Any]:
 
 
 def draw(result: dict[str, Any], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = new_figure()
     for k, v in result["samples_ms"].items():
         if v:
             ax.plot(range(len(v)), v, ".", markersize=3, label=k)
@@ -232,11 +219,7 @@ def draw(result: dict[str, Any], out: Path) -> Path:
     ax.set_xlabel("request (in order; the cluster fills up)")
     ax.set_ylabel("filter CPU time (ms)")
     ax.set_title(f"fluence-extender filter, {result['nodes']} candidate nodes per request")
-    ax.legend()
-    fig.tight_layout()
-    path = out / "extender.png"
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, ax, out / "extender.png")
 
 
 def main() -> None:

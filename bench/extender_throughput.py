@@ -43,9 +43,11 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.plots import new_figure, save_figure  # noqa: E402
 from fluence import names  # noqa: E402
 from fluence.controlplane import ControlPlane  # noqa: E402
 from fluence.controlplane.processes import free_port  # noqa: E402
+from fluence.controlplane.schedconfig import scheduler_config as fluence_scheduler_config  # noqa: E402
 
 EXTENDER = Path(sys.executable).with_name("fluence-extender")
 CLIENT_QPS = 5000
@@ -261,23 +263,8 @@ def delete_namespace_pods(cp: ControlPlane, api: Api, namespace: str) -> None:
 
 
 def scheduler_config(profile: str, extender_url: str | None) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "percentageOfNodesToScore": 100,
-        "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_BURST},
-        "profiles": [{"schedulerName": profile}],
-    }
-    if extender_url:
-        doc["extenders"] = [
-            {
-                "urlPrefix": extender_url,
-                "filterVerb": "filter",
-                "prioritizeVerb": "prioritize",
-                "bindVerb": "bind",
-                "weight": 1,
-                "nodeCacheCapable": True,
-                "httpTimeout": "30s",
-            }
-        ]
+    doc = fluence_scheduler_config(extender_url, profile=profile, fast_backoff=False)
+    doc["clientConnection"] = {"qps": CLIENT_QPS, "burst": CLIENT_BURST}
     return doc
 
 
@@ -400,22 +387,13 @@ def run(n_nodes: int, n_pods: int, creators: int, limit: float, keep: Path | Non
 
 
 def draw(result: Result, out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = new_figure()
     for p in result.phases:
         ax.plot(p.bound_at, range(1, len(p.bound_at) + 1), label=f"{p.name}: {p.pods_per_s:.0f}/s")
     ax.set_xlabel("seconds since the first pod was created")
     ax.set_ylabel("pods bound")
     ax.set_title(f"kube-scheduler throughput, {result.nodes} nodes, {result.pods} pods")
-    ax.legend()
-    fig.tight_layout()
-    path = out / "extender_throughput.png"
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, ax, out / "extender_throughput.png")
 
 
 def points(p: Phase) -> Iterator[float]:

@@ -37,6 +37,7 @@ from fluence.controlplane import ControlPlane, KubeApiError, SchedulerHandle, re
 from fluence.controlplane.binaries import ensure_binaries
 from fluence.controlplane.pki import issue_serving_cert
 from fluence.controlplane.processes import ManagedProcess, free_port, wait_until
+from fluence.controlplane.schedconfig import scheduler_config
 from fluence.controlplane.workloads import Discovery, apply, load_documents
 from fluence.resources import load as load_resources
 
@@ -537,27 +538,6 @@ class Demo:
         else:
             self.console.line("(no extender: node usage is not available)")
         self.console.line()
-
-
-def scheduler_config(extender_url: str) -> dict[str, Any]:
-    """A kube-scheduler with only the fluence profile, delegating filter/prioritize/bind."""
-    return {
-        "percentageOfNodesToScore": 100,
-        "podInitialBackoffSeconds": 1,
-        "podMaxBackoffSeconds": 2,
-        "profiles": [{"schedulerName": names.SCHEDULER_NAME}],
-        "extenders": [
-            {
-                "urlPrefix": extender_url,
-                "filterVerb": "filter",
-                "prioritizeVerb": "prioritize",
-                "bindVerb": "bind",
-                "weight": 1,
-                "nodeCacheCapable": True,
-                "httpTimeout": "30s",
-            }
-        ],
-    }
 
 
 def _remove_tree(path: Path) -> None:

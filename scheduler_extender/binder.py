@@ -9,6 +9,18 @@ from typing import Any
 from scheduler_extender.scheduling import BindConflict, BindError
 
 
+class NullBinder:
+    """Binds nothing and knows no placements: for benchmarks and tests without an API server."""
+
+    def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
+    ) -> None:
+        return None
+
+    def node_of(self, namespace: str, name: str) -> str | None:
+        return None
+
+
 class ApiBinder:
     """POSTs ``pods/{name}/binding`` with a ``metadata.uid`` precondition."""
 

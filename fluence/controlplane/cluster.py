@@ -19,7 +19,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -32,6 +31,7 @@ from fluence.controlplane.processes import (
     DEFAULT_GRACE_S,
     ManagedProcess,
     ProcessStartError,
+    StartStop,
     free_port,
     wait_until,
 )
@@ -86,7 +86,7 @@ class Timings:
     stop_s: float = 0.0
 
 
-class ControlPlane:
+class ControlPlane(StartStop):
     """etcd + kube-apiserver on free loopback ports; optional schedulers, fake nodes, kubelet.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. The work
@@ -179,17 +179,6 @@ class ControlPlane:
         return [p.pid for p in self.processes]
 
     # Lifecycle ---------------------------------------------------------------------
-
-    def __enter__(self) -> ControlPlane:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> ControlPlane:
         """Start etcd and kube-apiserver and wait until the API is usable."""

@@ -22,11 +22,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 # The harness forks component processes (fork + exec, see processes.py) while this
@@ -45,6 +45,7 @@ from deviceplugin.proto import (
     pb,
     registration_handler,
 )
+from fluence.controlplane.processes import StartStop
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,76 @@ DIAL_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 10.0
 
 
-class DevicePluginRegistry:
+# A domain-qualified name outside kubernetes.io, like the kubelet's IsExtendedResourceName.
+_EXTENDED = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def is_extended_resource_name(name: str) -> bool:
+    if not _EXTENDED.match(name):
+        return False
+    domain = name.split("/", 1)[0]
+    return "." in domain and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+async def serve_registration(socket: Path, servicer: Any) -> Any:
+    """Start a ``grpc.aio`` server for ``v1beta1.Registration`` on ``socket`` (a stale one goes)."""
+    with contextlib.suppress(FileNotFoundError):
+        socket.unlink()
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((registration_handler(servicer),))
+    server.add_insecure_port(f"unix://{socket}")
+    await server.start()
+    return server
+
+
+async def dial_registering_plugin(
+    plugin_dir: Path,
+    request: pb.RegisterRequest,
+    context: Any,
+    *,
+    check_name: bool = False,
+    on_reject: Callable[[str], None] | None = None,
+) -> tuple[Any, DevicePluginStub, pb.DevicePluginOptions]:
+    """Validate a Register call and dial the plugin back, as the kubelet does before answering.
+
+    Aborts the call with INVALID_ARGUMENT for another API version (or, with
+    ``check_name``, a resource name that is not a domain-qualified extended
+    resource) and with UNAVAILABLE when the plugin's socket does not answer;
+    ``on_reject(resource_name)`` runs first. Returns the channel, a stub on it
+    and the plugin's options.
+    """
+
+    async def reject(code: grpc.StatusCode, message: str) -> None:
+        if on_reject is not None:
+            on_reject(request.resource_name)
+        await context.abort(code, message)
+
+    if request.version != VERSION:
+        await reject(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"device plugin API version {request.version!r} is not supported; use {VERSION}",
+        )
+    if check_name and not is_extended_resource_name(request.resource_name):
+        await reject(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"the ResourceName {request.resource_name!r} is invalid",
+        )
+    endpoint = plugin_dir / request.endpoint
+    channel = grpc.aio.insecure_channel(f"unix://{endpoint}")
+    try:
+        await asyncio.wait_for(channel.channel_ready(), DIAL_TIMEOUT_S)
+        stub = DevicePluginStub(channel)
+        options = await stub.GetDevicePluginOptions(timeout=5)
+    except (TimeoutError, grpc.aio.AioRpcError) as exc:
+        await channel.close()
+        await reject(
+            grpc.StatusCode.UNAVAILABLE,
+            f"cannot dial the device plugin at {endpoint}: {exc}; serve it before registering",
+        )
+    return channel, stub, options
+
+
+class DevicePluginRegistry(StartStop):
     """Registration server on ``<plugin_dir>/kubelet.sock``; counts healthy devices per resource."""
 
     def __init__(self, plugin_dir: Path) -> None:
@@ -66,17 +136,6 @@ class DevicePluginRegistry:
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._followers: dict[str, tuple[Any, asyncio.Task[None]]] = {}
-
-    def __enter__(self) -> DevicePluginRegistry:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> DevicePluginRegistry:
         """Serve on the socket; returns once it accepts registrations."""
@@ -146,12 +205,7 @@ class DevicePluginRegistry:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((registration_handler(self),))
-        server.add_insecure_port(f"unix://{self.socket}")
-        await server.start()
+        server = await serve_registration(self.socket, self)
         self._started.set()
         try:
             await self._stop.wait()
@@ -165,23 +219,7 @@ class DevicePluginRegistry:
 
     async def Register(self, request: pb.RegisterRequest, context: Any) -> pb.Empty:
         """Accept a plugin: dial it back, then follow its device list."""
-        if request.version != VERSION:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"device plugin API version {request.version!r} is not supported; use {VERSION}",
-            )
-        endpoint = self.plugin_dir / request.endpoint
-        channel = grpc.aio.insecure_channel(f"unix://{endpoint}")
-        try:
-            await asyncio.wait_for(channel.channel_ready(), DIAL_TIMEOUT_S)
-            stub = DevicePluginStub(channel)
-            await stub.GetDevicePluginOptions(timeout=5)
-        except (TimeoutError, grpc.aio.AioRpcError) as exc:
-            await channel.close()
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE,
-                f"cannot dial the device plugin at {endpoint}: {exc}; serve it before registering",
-            )
+        channel, stub, _ = await dial_registering_plugin(self.plugin_dir, request, context)
         previous = self._followers.pop(request.resource_name, None)
         if previous is not None:
             previous[1].cancel()
@@ -211,4 +249,9 @@ class DevicePluginRegistry:
                 self._changed.notify_all()
 
 
-__all__ = ["DevicePluginRegistry"]
+__all__ = [
+    "DevicePluginRegistry",
+    "dial_registering_plugin",
+    "is_extended_resource_name",
+    "serve_registration",
+]

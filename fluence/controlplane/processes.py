@@ -19,6 +19,8 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 PR_SET_PDEATHSIG = 1
 DEFAULT_GRACE_S = 10.0
@@ -58,6 +60,43 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return ""
     return "\n".join(data.splitlines()[-lines:])
+
+
+def terminate(popen: subprocess.Popen[bytes], grace_s: float = DEFAULT_GRACE_S) -> int:
+    """SIGTERM ``popen`` if it is still running, SIGKILL it after ``grace_s``; always reaps.
+
+    Returns the exit code.
+    """
+    if popen.poll() is None:
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+    return popen.returncode
+
+
+class StartStop:
+    """Base for things run as ``with thing:``: enter calls ``start()``, exit calls ``stop()``."""
+
+    def start(self) -> object:
+        raise NotImplementedError
+
+    def stop(self) -> object:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 class ManagedProcess:

@@ -170,8 +170,8 @@ class Discovery:
     def _base(api_version: str) -> str:
         return f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
 
-    def collection(self, api_version: str, kind: str, namespace: str) -> str:
-        """The collection path to POST ``kind`` to; raises when the server does not serve it."""
+    def resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
+        """``(plural, namespaced)`` or None when the apiserver does not serve the kind."""
         if api_version not in self._cache:
             try:
                 listing = self._rest.get(self._base(api_version))
@@ -184,7 +184,18 @@ class Discovery:
                 for r in listing.get("resources", [])
                 if "/" not in r["name"]
             }
-        found = self._cache[api_version].get(kind)
+        return self._cache[api_version].get(kind)
+
+    @classmethod
+    def collection_path(cls, api_version: str, plural: str, namespace: str | None) -> str:
+        """The path of a resource collection (cluster-wide when ``namespace`` is None)."""
+        if namespace is None:
+            return f"{cls._base(api_version)}/{plural}"
+        return f"{cls._base(api_version)}/namespaces/{namespace}/{plural}"
+
+    def collection(self, api_version: str, kind: str, namespace: str) -> str:
+        """The collection path to POST ``kind`` to; raises when the server does not serve it."""
+        found = self.resource(api_version, kind)
         if found is None:
             raise KubeApiError(
                 "GET",
@@ -193,9 +204,7 @@ class Discovery:
                 f"the apiserver does not serve {api_version} {kind}; enable its API group",
             )
         plural, namespaced = found
-        if namespaced:
-            return f"{self._base(api_version)}/namespaces/{namespace}/{plural}"
-        return f"{self._base(api_version)}/{plural}"
+        return self.collection_path(api_version, plural, namespace if namespaced else None)
 
 
 def load_documents(path: Path) -> list[dict[str, Any]]:

@@ -375,6 +375,8 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         int src, tgt;
     };
     std::vector<PendingEdge> pedges;  // containment edges only
+    // Containment parent of each new vertex (index - first_new), -1 if none.
+    std::vector<int> new_parent(vertices.size() - static_cast<size_t>(first_new), -1);
     if (edges_v) {
         pedges.reserve(edges_v->size());
         size_t j = 0;
@@ -411,10 +413,17 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
                 continue;
             }
             bool is_tgt_new = tgt_new >= 0 && !pend[static_cast<size_t>(tgt_new)].existing;
+            if (src == tgt) throw InputError(where.str() + ": an edge cannot loop on one vertex");
+            if (is_tgt_new && pend[static_cast<size_t>(tgt_new)].root)
+                throw InputError(where.str() + ": vertex '" + std::string(tgt) +
+                                 "' is the containment root; no containment edge may point to it");
+            if (!is_tgt_new && src_v >= first_new)
+                throw InputError(where.str() + ": vertex '" + std::string(tgt) +
+                                 "' is already in the graph; a new vertex cannot contain it");
             if (is_tgt_new && pend[static_cast<size_t>(tgt_new)].parents++ > 0)
                 throw InputError(where.str() + ": vertex '" + std::string(tgt) +
                                  "' has two containment parents");
-            if (src == tgt) throw InputError(where.str() + ": an edge cannot loop on one vertex");
+            if (is_tgt_new) new_parent[static_cast<size_t>(tgt_v - first_new)] = src_v;
             pedges.push_back(PendingEdge{src_v, tgt_v});
         }
     }
@@ -423,6 +432,30 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         if (!p.root && p.parents == 0)
             throw InputError("JGF node '" + std::string(p.key) + "': no containment edge reaches it (path " +
                              std::string(vertices[static_cast<size_t>(p.vertex)].path) + ")");
+    }
+    // Every new vertex has at most one parent, so following parents from it
+    // either reaches the root or a vertex already in the graph, or loops. A
+    // loop would make every walk of the tree run forever: reject it.
+    {
+        enum : char { kUnseen = 0, kOnChain = 1, kReaches = 2 };
+        std::vector<char> state(new_parent.size(), kUnseen);
+        std::vector<int> chain;
+        for (size_t k = 0; k < new_parent.size(); ++k) {
+            chain.clear();
+            int x = first_new + static_cast<int>(k);
+            while (x >= first_new && state[static_cast<size_t>(x - first_new)] == kUnseen) {
+                state[static_cast<size_t>(x - first_new)] = kOnChain;
+                chain.push_back(x);
+                x = new_parent[static_cast<size_t>(x - first_new)];
+            }
+            if (x >= first_new && state[static_cast<size_t>(x - first_new)] == kOnChain) {
+                const Vertex &cv = vertices[static_cast<size_t>(x)];
+                throw InputError("JGF: vertex at path " + std::string(cv.path) +
+                                 " is in a containment cycle and cannot be reached from the root; "
+                                 "containment edges must form a tree under the root");
+            }
+            for (int c : chain) state[static_cast<size_t>(c - first_new)] = kReaches;
+        }
     }
 
     // Commit.

@@ -24,9 +24,14 @@ unsigned read_unsigned(const json::Value &v, const std::string &where) {
     if (v.is_string()) {
         const std::string &s = v.as_string();
         if (s.empty() || !std::all_of(s.begin(), s.end(), ::isdigit)) bad(where, "must be an integer");
-        unsigned long long x = std::stoull(s);
-        if (x > UINT_MAX) bad(where, "is too large");
-        return static_cast<unsigned>(x);
+        // Digits only, so the value only has to be compared with the limit;
+        // no conversion can go out of range.
+        size_t nz = s.find_first_not_of('0');
+        std::string digits = nz == std::string::npos ? std::string("0") : s.substr(nz);
+        const std::string limit = std::to_string(UINT_MAX);
+        if (digits.size() > limit.size() || (digits.size() == limit.size() && digits > limit))
+            bad(where, "is too large (" + s + "); the largest accepted value is " + limit);
+        return static_cast<unsigned>(std::stoul(digits));
     }
     bad(where, "must be an integer");
 }
@@ -352,6 +357,13 @@ std::string format_idset(const std::set<int64_t> &ids) {
     return out;
 }
 
+namespace {
+// A hostlist names hosts of one graph; a range this long is a mistake, and
+// expanding it would only exhaust memory.
+constexpr long long kMaxHostlistRange = 1000000;
+constexpr size_t kMaxHostlistHosts = 1000000;
+}  // namespace
+
 std::vector<std::string> expand_hostlist(const std::string &s) {
     std::vector<std::string> out;
     size_t p = 0;
@@ -383,8 +395,23 @@ std::vector<std::string> expand_hostlist(const std::string &s) {
                 if (a.empty() || b.empty() || !std::all_of(a.begin(), a.end(), ::isdigit) ||
                     !std::all_of(b.begin(), b.end(), ::isdigit))
                     throw InputError("hostlist '" + s + "': bad range '" + tok + "'");
+                // Bounds are digits only; more than 18 of them (leading zeros
+                // aside) cannot be an int64 host number.
+                auto too_long = [](const std::string &d) {
+                    size_t nz = d.find_first_not_of('0');
+                    return nz != std::string::npos && d.size() - nz > 18;
+                };
+                if (too_long(a) || too_long(b))
+                    throw InputError("hostlist '" + s + "': range bound in '" + tok +
+                                     "' is too large; host numbers must have at most 18 digits");
                 long long x = std::stoll(a), y = std::stoll(b);
-                if (y < x || y - x > 10000000) throw InputError("hostlist '" + s + "': bad range '" + tok + "'");
+                if (y < x)
+                    throw InputError("hostlist '" + s + "': bad range '" + tok +
+                                     "' (the upper bound is below the lower one)");
+                if (y - x >= kMaxHostlistRange ||
+                    out.size() + static_cast<size_t>(y - x) >= kMaxHostlistHosts)
+                    throw InputError("hostlist '" + s + "': range '" + tok + "' names too many hosts (at most " +
+                                     std::to_string(kMaxHostlistHosts) + " in one hostlist)");
                 for (long long k = x; k <= y; ++k) {
                     std::string num = std::to_string(k);
                     if (num.size() < a.size()) num = std::string(a.size() - num.size(), '0') + num;
@@ -406,6 +433,8 @@ std::string compress_hostlist(const std::vector<std::string> &hosts) {
     auto split = [](const std::string &h, std::string &prefix, std::string &digits) {
         size_t k = h.size();
         while (k > 0 && std::isdigit(static_cast<unsigned char>(h[k - 1]))) --k;
+        // A number too long for int64 is not grouped: the host stays as is.
+        if (h.size() - k > 18) k = h.size();
         prefix = h.substr(0, k);
         digits = h.substr(k);
     };

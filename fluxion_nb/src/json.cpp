@@ -418,10 +418,19 @@ class Parser {
                     case 't': out += '\t'; break;
                     case 'u': {
                         uint32_t cp = hex4();
-                        if (cp >= 0xD800 && cp < 0xDC00 && p_ + 1 < t_.size() && t_[p_] == '\\' &&
-                            t_[p_ + 1] == 'u') {
-                            p_ += 2;
-                            uint32_t lo = hex4();
+                        if (cp >= 0xDC00 && cp < 0xE000)
+                            fail("lone low surrogate \\u escape (not valid Unicode); "
+                                 "write the character itself or a high+low surrogate pair");
+                        if (cp >= 0xD800 && cp < 0xDC00) {
+                            uint32_t lo = 0;
+                            if (p_ + 1 < t_.size() && t_[p_] == '\\' && t_[p_ + 1] == 'u') {
+                                p_ += 2;
+                                lo = hex4();
+                            }
+                            if (!(lo >= 0xDC00 && lo < 0xE000))
+                                fail("high surrogate \\u escape not followed by a low surrogate "
+                                     "(not valid Unicode); write the character itself or a "
+                                     "high+low surrogate pair");
                             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                         }
                         put_utf8(out, cp);
@@ -470,6 +479,8 @@ class Parser {
         std::string tok(t_.substr(s, p_ - s));
         Node n = make(Kind::Double);
         n.d = std::strtod(tok.c_str(), nullptr);
+        if (!std::isfinite(n.d))
+            fail("number " + tok + " is out of the range of a double; use a smaller value");
         return n;
     }
 };
@@ -488,6 +499,11 @@ void dump_into(std::string &out, const Value &v, bool spaced) {
         case Kind::Double: {
             char buf[64];
             double d = v.as_double();
+            if (!std::isfinite(d)) {
+                // JSON has no infinity or NaN; never emit text that is not JSON.
+                out += "null";
+                break;
+            }
             if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) {
                 std::snprintf(buf, sizeof buf, "%.1f", d);
             } else {

@@ -1,6 +1,9 @@
 #include "matcher.hpp"
 
 #include <chrono>
+#include <functional>
+#include <map>
+#include <set>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -138,6 +141,9 @@ std::map<int, std::pair<int64_t, bool>> Matcher::read_r_amounts(const std::strin
         }
         int64_t size = 1;
         if (const json::Value *s = md->find("size"); s && s->is_int()) size = s->as_int();
+        if (size < 0)
+            throw InputError("R: vertex at " + cp->as_string() + " has a negative size (" + std::to_string(size) +
+                             "); sizes must be 0 or more");
         bool excl = false;
         if (const json::Value *x = md->find("exclusive"); x && x->is_bool()) excl = x->as_bool();
         out[v] = {size, excl};
@@ -150,8 +156,11 @@ MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_
     std::lock_guard<std::mutex> lk(mu_);
     if (jobs_.count(jobid) && jobs_.at(jobid).state != "CANCELED")
         throw StateError("job id " + std::to_string(jobid) + " is already in use");
-    if (at < 0 || duration <= 0 || at + duration > g_->end())
-        throw InputError("update: invalid time (" + std::to_string(at) + ", " + std::to_string(duration) + ")");
+    // at > end - duration, not at + duration > end: the sum can overflow.
+    if (at < 0 || duration <= 0 || at > g_->end() || duration > g_->end() - at)
+        throw InputError("update: invalid time (at " + std::to_string(at) + ", duration " + std::to_string(duration) +
+                         "): need at >= 0, duration > 0 and at + duration within the graph's time span (ends at " +
+                         std::to_string(g_->end()) + ")");
     std::string fmt = format.empty() ? opts_.match_format : format;
     auto amounts = read_r_amounts(R);
     Emission em;
@@ -213,8 +222,32 @@ bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R) {
     auto it = jobs_.find(jobid);
     if (it == jobs_.end() || it->second.state == "CANCELED")
         throw NotFoundError("nonexistent job " + std::to_string(jobid));
+    // flux-sched releases exactly the vertices R names, each holding of the
+    // job on its own. A named vertex is only released together with every
+    // vertex under it that still holds the job: releasing an ancestor alone
+    // (a node, rack or cluster above what the job holds) would cut the
+    // job's tags off above holdings that stay planned, and they could then
+    // never be cancelled. Such vertices are left as they are.
+    std::set<int> named;
+    for (const auto &p : paths) named.insert(vertex_at(p));
+    std::map<int, bool> whole;  // named vertex -> its held subtree is all named
+    std::function<bool(int)> covered = [&](int v) -> bool {
+        if (auto w = whole.find(v); w != whole.end()) return w->second;
+        bool ok = named.count(v) > 0;
+        if (ok)
+            for (int e : g_->vertices[static_cast<size_t>(v)].out_edges) {
+                int t = g_->edges[static_cast<size_t>(e)].target;
+                if (g_->vertices[static_cast<size_t>(t)].tags.count(jobid) && !covered(t)) {
+                    ok = false;
+                    break;
+                }
+            }
+        whole[v] = ok;
+        return ok;
+    };
     std::vector<int> release;
-    for (const auto &p : paths) release.push_back(vertex_at(p));
+    for (int v : named)
+        if (g_->vertices[static_cast<size_t>(v)].tags.count(jobid) && covered(v)) release.push_back(v);
     bool full = false;
     trav_->partial_cancel(jobid, release, full);
     if (full) it->second.state = "CANCELED";

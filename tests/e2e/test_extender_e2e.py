@@ -26,10 +26,10 @@ from fluence import names
 from fluence.controlplane import ControlPlane, SchedulerHandle
 from fluence.controlplane.processes import free_port
 from fluence.pods import cpu_millicores
+from tests.support.extender import SUITE_LABEL, create_podgroup, fluence_scheduler, pod_body
 
 SCRIPT = Path(sys.executable).with_name("fluence-extender")
 RESOURCES = Path(__file__).resolve().parents[2] / "examples" / "resources.yaml"
-SUITE_LABEL = "fluence-e2e/suite"
 QPU = names.resource_name("qpu")
 
 
@@ -102,26 +102,6 @@ def wait_for(
         time.sleep(0.2)
 
 
-def scheduler_config(url: str) -> dict[str, Any]:
-    return {
-        "percentageOfNodesToScore": 100,
-        "podInitialBackoffSeconds": 1,
-        "podMaxBackoffSeconds": 2,
-        "profiles": [{"schedulerName": names.SCHEDULER_NAME}],
-        "extenders": [
-            {
-                "urlPrefix": url,
-                "filterVerb": "filter",
-                "prioritizeVerb": "prioritize",
-                "bindVerb": "bind",
-                "weight": 1,
-                "nodeCacheCapable": True,
-                "httpTimeout": "30s",
-            }
-        ],
-    }
-
-
 class Stack:
     def __init__(self, cp: ControlPlane, extender: Extender, scheduler: SchedulerHandle) -> None:
         self.cp = cp
@@ -133,16 +113,8 @@ class Stack:
 def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("fluence-extender")
     extender = Extender(workdir, control_plane.kubeconfig)
-    scheduler: SchedulerHandle | None = None
-    try:
-        extender.start()
-        control_plane.start_kubelet()
-        scheduler = control_plane.start_scheduler(scheduler_config(extender.url), name="fluence")
+    with fluence_scheduler(control_plane, extender) as scheduler:
         yield Stack(control_plane, extender, scheduler)
-    finally:
-        if scheduler is not None:
-            control_plane.stop_scheduler(scheduler)
-        extender.kill(signal.SIGTERM)
 
 
 class Suite:
@@ -185,40 +157,15 @@ class Suite:
         extra: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         requests = {"cpu": cpu, "memory": memory, **(extra or {})}
-        spec: dict[str, Any] = {
-            "schedulerName": names.SCHEDULER_NAME,
-            "nodeSelector": {SUITE_LABEL: self.id},
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "busybox",
-                    "resources": {"requests": requests, "limits": dict(requests)},
-                }
-            ],
-        }
-        if group:
-            spec["schedulingGroup"] = {"podGroupName": group}
-        body: Any = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
-            "spec": spec,
-        }
+        metadata = {"labels": labels or {}, "annotations": annotations or {}}
+        body = pod_body(name, requests, self.id, group=group, metadata=metadata)
         out: dict[str, Any] = self.core.api_client.sanitize_for_serialization(
             self.core.create_namespaced_pod(self.ns, body)
         )
         return out
 
     def podgroup(self, name: str, min_count: int) -> None:
-        body = {
-            "apiVersion": "scheduling.k8s.io/v1alpha2",
-            "kind": "PodGroup",
-            "metadata": {"name": name},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
-        }
-        self.custom.create_namespaced_custom_object(
-            "scheduling.k8s.io", "v1alpha2", self.ns, "podgroups", body
-        )
+        create_podgroup(self.custom, self.ns, name, min_count)
 
     def get(self, name: str) -> dict[str, Any]:
         out: dict[str, Any] = self.core.api_client.sanitize_for_serialization(
@@ -270,14 +217,17 @@ class Suite:
         for n in self.nodes:
             self.stack.cp.delete_node(n)
 
+    def __enter__(self) -> Suite:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.cleanup()
+
 
 @pytest.fixture
 def suite(stack: Stack, kube: ApiClient, namespace: str) -> Iterator[Suite]:
-    s = Suite(stack, kube, namespace)
-    try:
+    with Suite(stack, kube, namespace) as s:
         yield s
-    finally:
-        s.cleanup()
 
 
 def test_single_pod_is_bound_with_its_allocation_record(suite: Suite) -> None:

@@ -24,8 +24,10 @@ from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObj
 
 from fluence import names
 from fluence.controlplane import ControlPlane, SchedulerHandle
+from fluence.controlplane.schedconfig import scheduler_config
 from fluence.pods import cpu_millicores
-from tests.e2e.test_extender_e2e import QPU, SUITE_LABEL, Extender, scheduler_config, wait_for
+from tests.e2e.test_extender_e2e import QPU, Extender, wait_for
+from tests.support.extender import SUITE_LABEL, create_podgroup, pod_body
 
 NODE_CPU = 4
 ACQUIRED = "successfully acquired lease"
@@ -81,32 +83,11 @@ class HA:
         requests = {"cpu": cpu, "memory": "256Mi"}
         if qpu:
             requests[QPU] = "1"
-        spec: dict[str, Any] = {
-            "schedulerName": names.SCHEDULER_NAME,
-            "nodeSelector": {SUITE_LABEL: self.id},
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "busybox",
-                    "resources": {"requests": requests, "limits": dict(requests)},
-                }
-            ],
-        }
-        if group:
-            spec["schedulingGroup"] = {"podGroupName": group}
-        body: Any = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+        body = pod_body(name, requests, self.id, group=group)
         self.core.create_namespaced_pod(self.ns, body)
 
     def podgroup(self, name: str, min_count: int) -> None:
-        body = {
-            "apiVersion": "scheduling.k8s.io/v1alpha2",
-            "kind": "PodGroup",
-            "metadata": {"name": name},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
-        }
-        self.custom.create_namespaced_custom_object(
-            "scheduling.k8s.io", "v1alpha2", self.ns, "podgroups", body
-        )
+        create_podgroup(self.custom, self.ns, name, min_count)
 
     def pods(self) -> list[dict[str, Any]]:
         listed: dict[str, Any] = self.core.api_client.sanitize_for_serialization(

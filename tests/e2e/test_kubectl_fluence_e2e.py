@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,10 +18,11 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient, CoreV1Api
 
-from fluence.controlplane import ControlPlane, SchedulerHandle
+from fluence.controlplane import ControlPlane
 from fluence.jobspec import compute_jobspec
 from fluence.pods import decode_pod, pod_requests, split_requests
-from tests.e2e.test_extender_e2e import Extender, Stack, Suite, scheduler_config, wait_for
+from tests.e2e.test_extender_e2e import Extender, Stack, Suite, wait_for
+from tests.support.extender import fluence_scheduler
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,25 +48,14 @@ class InspectingExtender(Extender):
 def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("kubectl-fluence")
     extender = InspectingExtender(workdir, control_plane.kubeconfig)
-    scheduler: SchedulerHandle | None = None
-    try:
-        extender.start()
-        control_plane.start_kubelet()
-        scheduler = control_plane.start_scheduler(scheduler_config(extender.url), name="fluence")
+    with fluence_scheduler(control_plane, extender) as scheduler:
         yield Stack(control_plane, extender, scheduler)
-    finally:
-        if scheduler is not None:
-            control_plane.stop_scheduler(scheduler)
-        extender.kill(signal.SIGTERM)
 
 
 @pytest.fixture
 def suite(stack: Stack, kube: ApiClient, namespace: str) -> Iterator[Suite]:
-    s = Suite(stack, kube, namespace)
-    try:
+    with Suite(stack, kube, namespace) as s:
         yield s
-    finally:
-        s.cleanup()
 
 
 def kubectl_fluence(url: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -19,6 +19,7 @@ import yaml
 
 from fluence.controlplane import ControlPlane, KubeApiError
 from fluence.controlplane.cluster import FEATURE_GATES, RUNTIME_CONFIG
+from fluence.controlplane.workloads import Discovery
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST_FILES = sorted([*REPO.glob("deploy/*.yaml"), *REPO.glob("examples/*.yaml")])
@@ -81,37 +82,6 @@ def cert_manager_crd(kind: str, plural: str) -> dict[str, Any]:
     }
 
 
-class Discovery:
-    """Maps (apiVersion, kind) to the resource path, as kubectl does with discovery."""
-
-    def __init__(self, control_plane: ControlPlane) -> None:
-        self._cp = control_plane
-        self._cache: dict[str, dict[str, tuple[str, bool]]] = {}
-
-    def resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
-        """``(plural, namespaced)`` or None when the apiserver does not serve the kind."""
-        if api_version not in self._cache:
-            base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-            try:
-                listing = self._cp.rest.get(base)
-            except KubeApiError as exc:
-                if exc.status != 404:
-                    raise
-                listing = {"resources": []}
-            self._cache[api_version] = {
-                r["kind"]: (r["name"], bool(r["namespaced"]))
-                for r in listing.get("resources", [])
-                if "/" not in r["name"]
-            }
-        return self._cache[api_version].get(kind)
-
-    def collection_path(self, api_version: str, plural: str, namespace: str | None) -> str:
-        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-        if namespace is None:
-            return f"{base}/{plural}"
-        return f"{base}/namespaces/{namespace}/{plural}"
-
-
 @pytest.fixture(scope="module")
 def served_cert_manager(control_plane: ControlPlane) -> None:
     for kind, plural in CERT_MANAGER_KINDS.items():
@@ -128,7 +98,7 @@ def served_cert_manager(control_plane: ControlPlane) -> None:
     # Discovery lags CRD creation by a moment; wait until both kinds are served.
     deadline = time.monotonic() + 30
     while True:
-        discovery = Discovery(control_plane)
+        discovery = Discovery(control_plane.rest)
         if all(discovery.resource("cert-manager.io/v1", k) for k in CERT_MANAGER_KINDS):
             return
         assert time.monotonic() < deadline, "cert-manager CRDs not served after 30s"
@@ -154,7 +124,7 @@ def test_server_side_dry_run_accepts_every_object(
     control_plane: ControlPlane, served_cert_manager: None, path: Path
 ) -> None:
     documents = kubernetes_documents(path)
-    discovery = Discovery(control_plane)
+    discovery = Discovery(control_plane.rest)
     # Namespace objects in the file are checked before their namespaces are created for real.
     ordered = sorted(documents, key=lambda d: d.body["kind"] != "Namespace")
     failures: list[str] = []

@@ -17,13 +17,12 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fluence import names
-from tests.support.deviceplugin_process import DevicePluginProcess, short_tempdir
+from tests.support.deviceplugin_process import DevicePluginProcess
 from tests.support.fake_kubelet import socket_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -60,15 +59,6 @@ def peer_binary() -> Path:
             if old != binary:
                 old.unlink(missing_ok=True)
     return binary
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    d = short_tempdir()
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_kubelet_device_manager_accepts_our_plugins(workdir: Path) -> None:

@@ -6,11 +6,10 @@ step's effect is checked without timing assumptions.
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,20 +19,10 @@ from deviceplugin.proto import KUBELET_SOCKET
 from deviceplugin.settings import Settings
 from deviceplugin.stubgen import find_proto, generate
 from fluence import names
-from tests.support.deviceplugin_process import short_tempdir
 from tests.support.fake_kubelet import FakeKubelet, socket_files
 
 QPU = names.resource_name("qpu")
 CONFIG = "resources:\n  - type: qpu\n    name: q1\n"
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    d = short_tempdir()
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 
 from deviceplugin.proto import HEALTHY, UNHEALTHY
 from fluence import names
-from tests.support.deviceplugin_process import DevicePluginProcess, short_tempdir
+from tests.support.deviceplugin_process import DevicePluginProcess
 from tests.support.fake_kubelet import FakeKubelet, socket_files, wipe_sockets
 
 pytestmark = pytest.mark.e2e
@@ -27,15 +27,6 @@ pytestmark = pytest.mark.e2e
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resources.yaml"
 QDEVICE, QPU, QUBIT = (names.resource_name(t) for t in ("qdevice", "qpu", "qubit"))
 CAPACITY = 50
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    d = short_tempdir()
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -8,32 +8,23 @@ free loopback port and always stops it (SIGTERM, then SIGKILL).
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import ssl
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 import pytest
 
+from fluence.controlplane.processes import StartStop, free_port, terminate
 from webhook.certs import CertBundle, generate, write_files
 
 SCRIPT = Path(sys.executable).with_name("fluence-webhook")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class WebhookProcess:
+class WebhookProcess(StartStop):
     """A ``fluence-webhook`` child process serving HTTPS on 127.0.0.1."""
 
     def __init__(
@@ -96,25 +87,7 @@ class WebhookProcess:
     def stop(self, grace: float = 10.0) -> int | None:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def __enter__(self) -> WebhookProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        return terminate(self.proc, grace)
 
 
 @pytest.fixture

@@ -10,20 +10,16 @@ Used by the integration tests and reusable by the demo::
 from __future__ import annotations
 
 import os
-import signal
-import socket
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 
+import pytest
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from fluence.controlplane.processes import StartStop, free_port, terminate
 
 
 def short_tempdir(prefix: str = "fdp") -> Path:
@@ -31,7 +27,17 @@ def short_tempdir(prefix: str = "fdp") -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
 
 
-class DevicePluginProcess:
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """A short-path temporary directory (see ``short_tempdir``), removed afterwards."""
+    d = short_tempdir()
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class DevicePluginProcess(StartStop):
     def __init__(
         self,
         plugin_dir: Path,
@@ -76,14 +82,7 @@ class DevicePluginProcess:
     def terminate(self, timeout: float = 10.0) -> int:
         """SIGTERM and wait; returns the exit code (SIGKILL after ``timeout``)."""
         assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return terminate(self.proc, timeout)
 
     def logs(self) -> str:
         try:
@@ -91,15 +90,8 @@ class DevicePluginProcess:
         except FileNotFoundError:
             return ""
 
-    def __enter__(self) -> DevicePluginProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
+        """SIGKILL the process if it is still running (``with`` exit)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()

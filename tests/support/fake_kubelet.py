@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import stat
 import time
 from collections.abc import Callable, Sequence
@@ -34,24 +33,12 @@ from typing import Any
 
 import grpc
 
-from deviceplugin.proto import (
-    HEALTHY,
-    KUBELET_SOCKET,
-    VERSION,
-    DevicePluginStub,
-    pb,
-    registration_handler,
+from deviceplugin.proto import HEALTHY, KUBELET_SOCKET, DevicePluginStub, pb
+from fluence.controlplane.deviceplugins import (
+    dial_registering_plugin,
+    is_extended_resource_name,
+    serve_registration,
 )
-
-# A domain-qualified name outside kubernetes.io, like the kubelet's IsExtendedResourceName.
-_EXTENDED = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-def is_extended_resource_name(name: str) -> bool:
-    if not _EXTENDED.match(name):
-        return False
-    domain = name.split("/", 1)[0]
-    return "." in domain and not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
 def wipe_sockets(directory: Path) -> list[str]:
@@ -129,13 +116,7 @@ class FakeKubelet:
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
         if self.wipe_on_start:
             wipe_sockets(self.plugin_dir)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((registration_handler(self),))
-        server.add_insecure_port(f"unix://{self.socket}")
-        await server.start()
-        self._server = server
+        self._server = await serve_registration(self.socket, self)
 
     async def stop(self) -> None:
         """Stop like a dying kubelet: streams and connections drop, kubelet.sock goes away."""
@@ -189,30 +170,10 @@ class FakeKubelet:
     # --- the Registration service ------------------------------------------------
 
     async def Register(self, request: pb.RegisterRequest, context: Any) -> pb.Empty:
-        if request.version != VERSION:
-            self.rejected.append(request.resource_name)
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"requested API version {request.version!r} is not supported; use {VERSION}",
-            )
-        if not is_extended_resource_name(request.resource_name):
-            self.rejected.append(request.resource_name)
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"the ResourceName {request.resource_name!r} is invalid",
-            )
+        channel, stub, options = await dial_registering_plugin(
+            self.plugin_dir, request, context, check_name=True, on_reject=self.rejected.append
+        )
         socket = self.plugin_dir / request.endpoint
-        channel = grpc.aio.insecure_channel(f"unix://{socket}")
-        try:
-            await asyncio.wait_for(channel.channel_ready(), 10)
-            stub = DevicePluginStub(channel)
-            options = await stub.GetDevicePluginOptions(timeout=5)
-        except (TimeoutError, grpc.aio.AioRpcError) as e:
-            await channel.close()
-            self.rejected.append(request.resource_name)
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE, f"failed to dial device plugin at {socket}: {e}"
-            )
         ep = Endpoint(request.resource_name, socket, channel, stub)
         old = self.endpoints.get(request.resource_name)
         if old is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import hypothesis.strategies as st
@@ -19,6 +19,7 @@ from fluence.ledger import Ledger
 from fluence.pods import Pod, PodGroup
 from scheduler_extender import wire
 from scheduler_extender.app import create_app
+from scheduler_extender.binder import NullBinder
 from scheduler_extender.candidates import Candidates
 from scheduler_extender.scheduling import GroupIndexedView, Scheduler
 from tests.unit.test_pods import make_node, make_pod
@@ -112,21 +113,11 @@ class IndexedCluster:
         return self.index.members(ref)
 
 
-class NoBinder:
-    def bind(
-        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
-    ) -> None:
-        return None
-
-    def node_of(self, namespace: str, name: str) -> str | None:
-        return None
-
-
 def test_scheduler_finds_gang_members_through_the_index() -> None:
     graph = ClusterGraph(EXAMPLES, [make_node("n0", cpu="4"), make_node("n1", cpu="4")])
     view = IndexedCluster()
     assert isinstance(view, GroupIndexedView)
-    scheduler = Scheduler(graph, Ledger(graph), view, NoBinder())
+    scheduler = Scheduler(graph, Ledger(graph), view, NullBinder())
     size = {"fluence.flux-framework.org/group-size": "2"}
     lab = {"fluence.flux-framework.org/group": "pair"}
     first = view.add(make_pod("p0", cpu="3", labels=lab, annotations=size))
@@ -200,7 +191,7 @@ def test_filter_rejects_node_names_that_are_not_strings() -> None:
             return None
 
     client = TestClient(
-        create_app(Scheduler(graph, Ledger(graph), Empty(), NoBinder()), metrics=False)
+        create_app(Scheduler(graph, Ledger(graph), Empty(), NullBinder()), metrics=False)
     )
     pod: Any = make_pod("p", cpu="100", raw=True)  # cannot fit: every candidate is listed
     r = client.post("/filter", json={"Pod": pod, "NodeNames": [1, 2]})
@@ -225,7 +216,7 @@ def test_a_lone_pod_is_matched_once_within_the_offered_nodes() -> None:
     nodes = [make_node(f"n{i}", cpu="4") for i in range(4)]
     for offered in (["n0"], ["n3"], ["n1", "n2"]):
         graph = ClusterGraph(EXAMPLES, nodes)
-        scheduler = Scheduler(graph, Ledger(graph), IndexedCluster(), NoBinder())
+        scheduler = Scheduler(graph, Ledger(graph), IndexedCluster(), NullBinder())
         raw = json.dumps(offered).encode()
         out = scheduler.filter(make_pod("solo", cpu="1"), Candidates.from_json(raw))
         assert len(out.nodes) == 1 and out.nodes[0] in offered

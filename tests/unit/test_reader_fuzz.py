@@ -448,12 +448,6 @@ def test_structurally_broken_jgf_is_typed_error_or_a_working_graph(case: str) ->
     assert held(g) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a containment cycle (through the root, or detached from it) is accepted; "
-    "remove() or any subtree walk then recurses forever (SIGSEGV); "
-    "see regressions/jgf-*cycle*.json",
-)
 @pytest.mark.parametrize("case", ["cycle", "detached_cycle"])
 def test_containment_cycle_is_an_input_error(case: str) -> None:
     with pytest.raises(TYPED):
@@ -491,12 +485,6 @@ def _slot(count: Any = 1, constraints: Any = None) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the JSON reader turns a lone surrogate escape (\\ud800) into invalid UTF-8: "
-    "usage() raises UnicodeDecodeError, and a match that lands on such a vertex is "
-    "recorded but raises UnicodeDecodeError to the caller",
-)
 def test_lone_surrogate_escape_is_rejected_or_readable() -> None:
     doc = json.loads(SMALL)
     doc["graph"]["nodes"][2]["metadata"]["name"] = "node\ud800"  # node0
@@ -524,53 +512,29 @@ def _expect_typed_unchanged(g: Graph, call: Any) -> None:
     assert snapshot(g) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jobspec count as a decimal string past UINT64 escapes std::stoull's "
-    "std::out_of_range (IndexError) instead of InputError",
-)
 def test_count_string_past_uint64_is_an_input_error() -> None:
     g = fresh()
     _expect_typed_unchanged(g, lambda: g.match(_slot(count="99999999999999999999999")))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hostlist constraint with a range bound past int64 escapes std::stoll's "
-    "std::out_of_range (IndexError) instead of InputError",
-)
 def test_hostlist_range_past_int64_is_an_input_error() -> None:
     g = fresh()
     bad = {"hostlist": ["node[0-99999999999999999999]"]}
     _expect_typed_unchanged(g, lambda: g.match(_slot(constraints=bad)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="update_allocate: at + duration overflows int64 in the time check, so an "
-    "allocation at INT64_MAX is accepted",
-)
 def test_update_at_near_int64_max_is_an_input_error() -> None:
     g = fresh()
     R = json.dumps(_r_of("jgf"))
     _expect_typed_unchanged(g, lambda: g.update_allocate(5, R, at=2**63 - 1, duration=10))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="update_allocate: at + duration overflows int64 in the time check, so a "
-    "duration of INT64_MAX is accepted",
-)
 def test_update_duration_int64_max_is_an_input_error() -> None:
     g = fresh()
     R = json.dumps(_r_of("jgf"))
     _expect_typed_unchanged(g, lambda: g.update_allocate(5, R, at=5, duration=2**63 - 1))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="update_allocate accepts an R whose vertex size is negative",
-)
 def test_update_with_negative_size_in_R_is_an_input_error() -> None:
     g = fresh()
     R = json.dumps(_r_of("jgf")).replace('"size": 1', '"size": -5')
@@ -578,11 +542,6 @@ def test_update_with_negative_size_in_R_is_an_input_error() -> None:
     _expect_typed_unchanged(g, lambda: g.update_allocate(5, R, duration=10))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="partial cancel by R naming only ancestors of the job's vertices reports the "
-    "job gone while its resources stay held (leaked: cancel says nonexistent job)",
-)
 def test_partial_cancel_by_R_of_ancestors_does_not_leak() -> None:
     g = fresh()
     r = g.match(WHOLE)
@@ -598,22 +557,8 @@ def test_partial_cancel_by_R_of_ancestors_does_not_leak() -> None:
 # Replay of the libFuzzer regression inputs (fluxion_nb/tests/fuzz/regressions/,
 # named <target>-<what>.json), the way the target checks them.
 # --------------------------------------------------------------------------
-KNOWN_BAD = {
-    "jgf-lone-surrogate-escape-in-name.json": "a \\ud800 escape is stored as invalid UTF-8; "
-    "usage() then raises UnicodeDecodeError",
-    "jobspec-count-string-past-uint64.json": "count as a decimal string past UINT64: "
-    "std::out_of_range from std::stoull escapes (IndexError)",
-    "jobspec-hostlist-range-past-int64.json": "hostlist range bound past int64: "
-    "std::out_of_range from std::stoll escapes (IndexError)",
-    "json-overflowing-double-written-as-non-json.json": "a number past the double range "
-    "parses to inf and json::dump writes it as text that is not JSON",
-    "update-partial-cancel-ancestor.json": "partial cancel by R naming only ancestors of "
-    "the job's vertices reports the job gone while its resources stay held",
-    "jgf-containment-cycle-into-root.json": "a containment edge into the root is accepted; "
-    "remove() then recurses forever (SIGSEGV)",
-    "jgf-detached-containment-cycle.json": "two vertices containing each other, unreachable "
-    "from the root, are accepted; remove() then recurses forever (SIGSEGV)",
-}
+# Inputs that still misbehave (strict xfail): name -> what goes wrong.
+KNOWN_BAD: dict[str, str] = {}
 
 
 def _replay(kind: str, path: str) -> None:
@@ -688,7 +633,7 @@ def _replay(kind: str, path: str) -> None:
 
 # Bad through the C++ targets only (no Python call reaches the JSON writer
 # with a parsed non-finite number).
-KNOWN_BAD_PY_OK = {"json-overflowing-double-written-as-non-json.json"}
+KNOWN_BAD_PY_OK: set[str] = set()
 
 
 def _regressions() -> list[Any]:
@@ -705,7 +650,7 @@ def _regressions() -> list[Any]:
 
 # Inputs that kill the process today: replayed in a child process so the
 # session survives.
-KNOWN_CRASH = {"jgf-containment-cycle-into-root.json", "jgf-detached-containment-cycle.json"}
+KNOWN_CRASH: set[str] = set()
 
 
 @pytest.mark.parametrize("path", _regressions())
