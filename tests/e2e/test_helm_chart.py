@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from fluence.controlplane import ControlPlane, KubeApiError
-from tests.e2e.test_manifests import Discovery, ensure_namespace, served_cert_manager
+from fluence.controlplane.workloads import Discovery
+from tests.e2e.test_manifests import ensure_namespace, served_cert_manager
 from tests.support.helm import template
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,7 +108,7 @@ def test_server_side_dry_run_accepts_every_rendered_object(
     control_plane: ControlPlane, served_cert_manager: None, variant: str
 ) -> None:
     rendered = documents(template(CHART, *VARIANTS[variant]))
-    discovery = Discovery(control_plane)
+    discovery = Discovery(control_plane.rest)
     failures: list[str] = []
     for doc in rendered:
         api_version, kind = doc["apiVersion"], doc["kind"]
