@@ -377,8 +377,9 @@ class ClusterGraph:
         """Allocate now; a failure comes back as status ``busy`` or ``unsatisfiable``.
 
         Whether a failed request could ever fit is decided on an empty copy of the
-        graph (every node up, nothing held): the matcher's own satisfiability
-        check counts hold-forever jobs as permanent, so it cannot be used here.
+        graph with every node up: cordoned or not-ready nodes come back, while the
+        matcher's satisfiability check fails fast when a request needs more nodes
+        than are up now.
         """
         with self.lock:
             alloc = self._g.match(dict(jobspec), "allocate", jobid=jobid)

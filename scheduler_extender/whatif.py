@@ -3,8 +3,7 @@
 The live graph is asked with the matcher's ``without_allocating`` op, which
 matches at the current time and records no job. When that fails, whether the
 request could *ever* fit is decided on :meth:`ClusterGraph.satisfiable` (an
-empty copy of the graph), because the matcher's own ``satisfiability`` op
-counts the hold-forever jobs fluence keeps as permanent.
+empty copy of the graph with every node up), the same rule filter uses.
 """
 
 from __future__ import annotations

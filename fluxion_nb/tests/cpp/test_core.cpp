@@ -5,36 +5,13 @@
 #include "jobspec.hpp"
 #include "matcher.hpp"
 #include "planner.hpp"
+#include "pool_graph.hpp"
 
 using namespace fluxion;
 
 namespace {
 // cluster0 -> node0,node1 -> core pool (size 4) + memory pool (size 8).
-std::string pooled_graph() {
-    std::string nodes, edges;
-    int id = 0;
-    auto vtx = [&](const std::string &type, const std::string &name, int64_t idx, const std::string &path,
-                   int64_t size) {
-        if (!nodes.empty()) nodes += ",";
-        nodes += "{\"id\":\"" + std::to_string(id) + "\",\"metadata\":{\"type\":\"" + type + "\",\"name\":\"" +
-                 name + "\",\"id\":" + std::to_string(idx) + ",\"size\":" + std::to_string(size) +
-                 ",\"paths\":{\"containment\":\"" + path + "\"}}}";
-        return id++;
-    };
-    auto edge = [&](int s, int t) {
-        if (!edges.empty()) edges += ",";
-        edges += "{\"source\":\"" + std::to_string(s) + "\",\"target\":\"" + std::to_string(t) + "\"}";
-    };
-    int root = vtx("cluster", "cluster0", 0, "/cluster0", 1);
-    for (int n = 0; n < 2; ++n) {
-        std::string np = "/cluster0/node" + std::to_string(n);
-        int nv = vtx("node", "node" + std::to_string(n), n, np, 1);
-        edge(root, nv);
-        edge(nv, vtx("core", "core" + std::to_string(n), n, np + "/core" + std::to_string(n), 4));
-        edge(nv, vtx("memory", "memory" + std::to_string(n), n, np + "/memory" + std::to_string(n), 8));
-    }
-    return "{\"graph\":{\"nodes\":[" + nodes + "],\"edges\":[" + edges + "]}}";
-}
+std::string pooled_graph() { return test_graphs::pool_graph(2, 4, "cluster0"); }
 
 const char *kSlotCore1 =
     R"({"version":1,"resources":[{"type":"slot","count":1,"label":"t","with":[{"type":"core","count":1}]}],

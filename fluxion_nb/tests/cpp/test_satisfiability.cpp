@@ -7,37 +7,12 @@
 
 #include "errors.hpp"
 #include "matcher.hpp"
+#include "pool_graph.hpp"
 
 using namespace fluxion;
 
 namespace {
-// cluster -> node0..n-1 -> one core pool (`cores` units) + one memory pool (8).
-std::string pool_graph(int nnodes, int64_t cores) {
-    std::string nodes, edges;
-    int id = 0;
-    auto vtx = [&](const std::string &type, const std::string &name, int64_t idx, const std::string &path,
-                   int64_t size) {
-        if (!nodes.empty()) nodes += ",";
-        nodes += "{\"id\":\"" + std::to_string(id) + "\",\"metadata\":{\"type\":\"" + type + "\",\"name\":\"" +
-                 name + "\",\"id\":" + std::to_string(idx) + ",\"size\":" + std::to_string(size) +
-                 ",\"paths\":{\"containment\":\"" + path + "\"}}}";
-        return id++;
-    };
-    auto edge = [&](int s, int t) {
-        if (!edges.empty()) edges += ",";
-        edges += "{\"source\":\"" + std::to_string(s) + "\",\"target\":\"" + std::to_string(t) + "\"}";
-    };
-    int root = vtx("cluster", "cluster", 0, "/cluster", 1);
-    for (int n = 0; n < nnodes; ++n) {
-        std::string ns = std::to_string(n);
-        std::string np = "/cluster/node" + ns;
-        int nv = vtx("node", "node" + ns, n, np, 1);
-        edge(root, nv);
-        edge(nv, vtx("core", "core" + ns, n, np + "/core" + ns, cores));
-        edge(nv, vtx("memory", "memory" + ns, n, np + "/memory" + ns, 8));
-    }
-    return "{\"graph\":{\"nodes\":[" + nodes + "],\"edges\":[" + edges + "]}}";
-}
+using test_graphs::pool_graph;
 
 std::string tail(int64_t duration, const std::string &constraints = "") {
     std::string sys = "\"duration\":" + std::to_string(duration);
