@@ -35,10 +35,10 @@ import httpx
 from fluence import names
 from fluence.controlplane import ControlPlane, KubeApiError, SchedulerHandle, resolve_env
 from fluence.controlplane.binaries import ensure_binaries
-from fluence.controlplane.pki import issue_serving_cert
 from fluence.controlplane.processes import ManagedProcess, free_port, wait_until
 from fluence.controlplane.schedconfig import scheduler_config
 from fluence.controlplane.workloads import Discovery, apply, load_documents
+from fluence.pki import issue_serving_cert
 from fluence.resources import load as load_resources
 
 if TYPE_CHECKING:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
-import ipaddress
 import logging
 import os
 import tempfile
@@ -37,9 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from fluence.pki import CertificateAuthority
 
 log = logging.getLogger(__name__)
 
@@ -69,91 +67,21 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
 def generate(
-    dns_names: Sequence[str],
-    ip_addresses: Sequence[str] = (),
-    *,
-    days: int = 365,
-    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None = None,
+    dns_names: Sequence[str], ip_addresses: Sequence[str] = (), *, days: int = 365
 ) -> CertBundle:
-    """A CA (new unless given) and a serving certificate for the names, valid ``days`` days.
+    """A new CA and a serving certificate for the names, valid ``days`` days.
 
     Validity starts an hour back so that clocks a little behind ours accept it.
     """
     if not dns_names and not ip_addresses:
         raise ValueError("a serving certificate needs at least one DNS name or IP address")
-    start = _now() - dt.timedelta(hours=1)
-    if ca is None:
-        ca_key = _key()
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_COMMON_NAME)])
-        ca_cert = (
-            x509.CertificateBuilder()
-            .subject_name(ca_name)
-            .issuer_name(ca_name)
-            .public_key(ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start)
-            .not_valid_after(start + dt.timedelta(days=days + 1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(
-                x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
-            )
-            .sign(ca_key, hashes.SHA256())
-        )
-    else:
-        ca_cert, ca_key = ca
-    key = _key()
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
-    common_name = dns_names[0] if dns_names else ip_addresses[0]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(start + dt.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
+    validity = dt.timedelta(days=days)
+    ca = CertificateAuthority(
+        CA_COMMON_NAME, validity=validity + dt.timedelta(days=1), backdate=dt.timedelta(hours=1)
     )
-    return CertBundle(
-        ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM),
-        cert_pem=cert.public_bytes(serialization.Encoding.PEM),
-        key_pem=_key_pem(key),
-    )
+    leaf = ca.issue_serving([*dns_names, *ip_addresses], validity=validity)
+    return CertBundle(ca_pem=ca.cert_pem, cert_pem=leaf.cert_pem, key_pem=leaf.key_pem)
 
 
 def covers(bundle: CertBundle, dns_names: Sequence[str], renew_days: int) -> bool:

@@ -9,9 +9,9 @@ from fluence.controlplane.binaries import Binaries, BinariesError, ensure_binari
 from fluence.controlplane.cluster import ControlPlane, SchedulerHandle, Timings
 from fluence.controlplane.downward import resolve_env
 from fluence.controlplane.kubelet import StandInKubelet
-from fluence.controlplane.pki import CertificateAuthority, issue_serving_cert
 from fluence.controlplane.processes import ProcessStartError
 from fluence.controlplane.rest import KubeApiError, KubeRest
+from fluence.pki import CertificateAuthority, issue_serving_cert
 
 __all__ = [
     "Binaries",

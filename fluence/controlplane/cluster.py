@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from fluence import pki
 from fluence.controlplane import nodes as fake_nodes
-from fluence.controlplane import pki
 from fluence.controlplane.binaries import Binaries, ensure_binaries
 from fluence.controlplane.kubelet import StandInKubelet
 from fluence.controlplane.processes import (

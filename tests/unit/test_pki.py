@@ -1,4 +1,4 @@
-"""Certificates from fluence.controlplane.pki: SANs, usages and a chain that verifies."""
+"""Certificates from fluence.pki: SANs, usages and a chain that verifies."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from fluence.controlplane.pki import (
+from fluence.pki import (
     CertificateAuthority,
     issue_serving_cert,
     write_service_account_keys,

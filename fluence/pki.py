@@ -1,9 +1,10 @@
-"""Throwaway certificate authority for local control planes and test servers.
+"""A small certificate authority: serving and client certificates, and key pairs.
 
-The apiserver needs a serving certificate and a client CA; tests need an admin
-client certificate, a service-account key pair, and serving certificates for
-local webhooks whose CA goes into a caBundle. Everything is ECDSA P-256, which
-is quick to generate and accepted by Go and Python TLS alike.
+The webhook uses it for its self-signed setup (``fluence-webhook certs``); the local
+control plane for the apiserver's serving certificate, the admin client certificate,
+the service-account key pair, and serving certificates for local webhooks whose CA
+goes into a caBundle. Everything is ECDSA P-256, which is quick to generate and
+accepted by Go and Python TLS alike.
 """
 
 from __future__ import annotations
@@ -96,8 +97,16 @@ class IssuedCert:
 class CertificateAuthority:
     """A self-signed CA that issues serving and client certificates."""
 
-    def __init__(self, common_name: str = "fluence-test-ca") -> None:
+    def __init__(
+        self,
+        common_name: str = "fluence-test-ca",
+        *,
+        validity: datetime.timedelta = VALIDITY,
+        backdate: datetime.timedelta = BACKDATE,
+    ) -> None:
         self._key = _new_key()
+        self._validity = validity
+        self._backdate = backdate
         now = datetime.datetime.now(datetime.UTC)
         subject = _name(common_name)
         self._cert = (
@@ -106,8 +115,8 @@ class CertificateAuthority:
             .issuer_name(subject)
             .public_key(self._key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE)
-            .not_valid_after(now + VALIDITY)
+            .not_valid_before(now - backdate)
+            .not_valid_after(now + validity)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(_key_usage(ca=True), critical=True)
             .add_extension(
@@ -137,6 +146,7 @@ class CertificateAuthority:
         subject: x509.Name,
         usage: x509.ObjectIdentifier,
         hosts: tuple[str, ...] | list[str] = (),
+        validity: datetime.timedelta | None = None,
     ) -> IssuedCert:
         key = _new_key()
         now = datetime.datetime.now(datetime.UTC)
@@ -146,8 +156,8 @@ class CertificateAuthority:
             .issuer_name(self._cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - BACKDATE)
-            .not_valid_after(now + VALIDITY)
+            .not_valid_before(now - self._backdate)
+            .not_valid_after(now + (validity or self._validity))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(_key_usage(ca=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
@@ -162,12 +172,18 @@ class CertificateAuthority:
         return IssuedCert(cert.public_bytes(serialization.Encoding.PEM), key_pem(key))
 
     def issue_serving(
-        self, hosts: tuple[str, ...] | list[str] = DEFAULT_HOSTS, common_name: str | None = None
+        self,
+        hosts: tuple[str, ...] | list[str] = DEFAULT_HOSTS,
+        common_name: str | None = None,
+        *,
+        validity: datetime.timedelta | None = None,
     ) -> IssuedCert:
         """A TLS server certificate valid for ``hosts`` (IP addresses or DNS names)."""
         if not hosts:
             raise ValueError("a serving certificate needs at least one host (IP or DNS name)")
-        return self._issue(_name(common_name or hosts[0]), ExtendedKeyUsageOID.SERVER_AUTH, hosts)
+        return self._issue(
+            _name(common_name or hosts[0]), ExtendedKeyUsageOID.SERVER_AUTH, hosts, validity
+        )
 
     def issue_client(self, common_name: str, organizations: tuple[str, ...] = ()) -> IssuedCert:
         """A TLS client certificate; Kubernetes reads CN as the user and O as groups."""
