@@ -65,6 +65,8 @@ class Phase:
     """CPU seconds each process used during the phase (scheduler, extender)."""
     extender_ms: dict[str, float] = field(default_factory=dict)
     """Mean time the extender spent per request, by verb (its own histogram)."""
+    api_requests: dict[str, int] = field(default_factory=dict)
+    """Requests the API server answered during the phase, by verb and resource."""
 
     @property
     def pods_per_s(self) -> float:
@@ -175,6 +177,24 @@ def create_pods(
     return start
 
 
+def api_request_counts(api: Api) -> dict[str, float]:
+    """``apiserver_request_total`` summed by "VERB resource[/subresource]"."""
+    with api.client() as c:
+        text = c.get("/metrics").text
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(
+            part.split("=", 1) for part in line[line.index("{") + 1 : line.rindex("}")].split(",")
+        )
+        resource = labels.get("resource", '""').strip('"')
+        sub = labels.get("subresource", '""').strip('"')
+        key = f"{labels.get('verb', '').strip(chr(34))} {resource}{'/' + sub if sub else ''}"
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
 def control_plane_pids(cp: ControlPlane) -> dict[str, int]:
     return {p.name: p.pid for p in cp.processes if p.name in ("etcd", "kube-apiserver")}
 
@@ -222,6 +242,7 @@ def run_phase(
         raise RuntimeError(f"phase {name}: the pod watch failed: {failure}")
     phase = Phase(name, pods)
     cpu_before = {k: cpu_seconds(pid) for k, pid in processes.items()}
+    requests_before = api_request_counts(api)
     start = create_pods(api, namespace, name, pods, creators, scheduler)
     phase.created_s = time.monotonic() - start
     deadline = time.monotonic() + limit
@@ -242,6 +263,12 @@ def run_phase(
         phase.bound_at.append(at - start)
     phase.bound_s = phase.bound_at[-1]
     phase.cpu_s = {k: round(cpu_seconds(pid) - cpu_before[k], 2) for k, pid in processes.items()}
+    requests_after = api_request_counts(api)
+    phase.api_requests = {
+        k: int(v - requests_before.get(k, 0.0))
+        for k, v in sorted(requests_after.items())
+        if v - requests_before.get(k, 0.0) >= pods / 10
+    }
     print(
         f"[{name}] {pods} pods created in {phase.created_s:.1f}s, "
         f"all bound after {phase.bound_s:.1f}s: {phase.pods_per_s:.1f} pods/s",
@@ -346,6 +373,7 @@ def phase_doc(p: Phase) -> dict[str, Any]:
         "created_s": round(p.created_s, 2),
         "cpu_ms_per_pod": {k: round(v / p.pods * 1000, 2) for k, v in p.cpu_s.items()},
         **({"extender_mean_ms": p.extender_ms} if p.extender_ms else {}),
+        "api_requests_per_pod": {k: round(v / p.pods, 2) for k, v in p.api_requests.items()},
     }
 
 

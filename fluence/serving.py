@@ -16,8 +16,9 @@ import ssl
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import uvloop
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
@@ -123,3 +124,19 @@ async def serve_app(
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+EventLoop = Literal["uvloop", "asyncio"]
+
+
+def run(main: Coroutine[Any, Any, None], loop: EventLoop = "uvloop") -> None:
+    """Run a server's main coroutine, on uvloop unless told otherwise.
+
+    uvloop's transports and TLS are compiled; asyncio's are Python. bench/serving.py
+    measures both loops side by side (the webhook: 2-8 % less CPU per request on
+    uvloop). ``asyncio`` is kept for debugging with the standard loop's tooling.
+    """
+    if loop == "uvloop":
+        uvloop.run(main)
+    else:
+        asyncio.run(main)

@@ -3,9 +3,9 @@
 - Logs are one JSON object per line on stderr (``FLUENCE_LOG_FORMAT=text`` for humans).
 - Metrics go through OpenTelemetry into the Prometheus client registry; each server
   mounts :func:`metrics_app` at ``/metrics``.
-- Traces use the OpenTelemetry SDK; spans are exported over OTLP/HTTP only when the
-  standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) variable is set,
-  so nothing is sent anywhere by default.
+- Traces use the OpenTelemetry SDK when the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``
+  (or ``..._TRACES_ENDPOINT``) variable is set, and are exported over OTLP/HTTP; without
+  it the API's no-op tracer stays, so nothing is recorded or sent by default.
 """
 
 from __future__ import annotations
@@ -101,17 +101,21 @@ def setup(service: str, *, level: str | None = None) -> None:
             ],
         )
     )
-    tracer_provider = TracerProvider(resource=resource)
-    _add_otlp_exporter(tracer_provider)
-    trace.set_tracer_provider(tracer_provider)
-
-
-def _add_otlp_exporter(provider: TracerProvider) -> None:
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-    ):
+    if traces_exported():
+        # Without somewhere to send them, recorded spans would only cost CPU on every
+        # request; the API's default no-op tracer is left in place instead.
+        tracer_provider = TracerProvider(resource=resource)
         # The exporter reads the other standard OTEL_EXPORTER_OTLP_* variables itself.
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        trace.set_tracer_provider(tracer_provider)
+
+
+def traces_exported() -> bool:
+    """Whether the standard variables name an OTLP endpoint for traces."""
+    return bool(
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
 
 
 def meter(name: str) -> metrics.Meter:

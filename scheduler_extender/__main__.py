@@ -13,7 +13,7 @@ from fluence import resources, telemetry
 from fluence.cluster import ClusterCache
 from fluence.graph import ClusterGraph
 from fluence.ledger import Ledger
-from fluence.serving import TLSFiles, serve_app
+from fluence.serving import TLSFiles, run, serve_app
 from scheduler_extender.app import create_app
 from scheduler_extender.binder import ApiBinder
 from scheduler_extender.runtime import ConfigWatcher, Runtime
@@ -21,6 +21,9 @@ from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.settings import ExtenderSettings
 
 log = logging.getLogger("fluence.extender")
+
+WATCH_CONNECTIONS = 4
+"""Watch streams the cluster cache holds open: nodes, pods and two PodGroup APIs."""
 
 GIL_SWITCH_INTERVAL_S = 0.0005
 """How long a busy thread may keep the GIL when another thread wants it (Python: 5 ms).
@@ -32,13 +35,17 @@ could take up to 5 ms each time. Measured with bench/extender_throughput.py
 """
 
 
-def api_client(kubeconfig: str) -> Any:
+def api_client(kubeconfig: str, connections: int) -> Any:
+    """A client keeping up to ``connections`` connections to the API server open."""
     from kubernetes import client, config
 
+    configuration = client.Configuration()
     if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    config.load_incluster_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration)
 
 
 def main() -> None:
@@ -49,7 +56,8 @@ def main() -> None:
         config = resources.load(settings.resources or None)
     except resources.ResourcesConfigError as exc:
         raise SystemExit(f"FLUENCE_RESOURCES={settings.resources}: {exc}") from exc
-    api = api_client(settings.kubeconfig)
+    # Room for every bind in flight plus the informers' watch streams.
+    api = api_client(settings.kubeconfig, settings.bind_concurrency + WATCH_CONNECTIONS)
     cache = ClusterCache(api)
     graph = ClusterGraph(config, policy=settings.match_policy)
     ledger = Ledger(graph, unbound_timeout=settings.unbound_timeout)
@@ -57,7 +65,12 @@ def main() -> None:
     scheduler = Scheduler(
         graph, ledger, cache, ApiBinder(api), scheduler_name=settings.scheduler_name
     )
-    app = create_app(scheduler, max_body_bytes=settings.max_body_bytes, ready=runtime.ready.is_set)
+    app = create_app(
+        scheduler,
+        max_body_bytes=settings.max_body_bytes,
+        ready=runtime.ready.is_set,
+        bind_concurrency=settings.bind_concurrency,
+    )
     watcher = ConfigWatcher(settings.resources, graph, ledger) if settings.resources else None
 
     def start() -> None:
@@ -85,7 +98,10 @@ def main() -> None:
         },
     )
     try:
-        asyncio.run(serve_app(app, settings.bind, tls_files=tls, background=[housekeeping]))
+        run(
+            serve_app(app, settings.bind, tls_files=tls, background=[housekeeping]),
+            settings.event_loop,
+        )
     finally:
         cache.stop()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fluence.serving import EventLoop
+
 
 class ExtenderSettings(BaseSettings):
     """Everything the extender can be told; each field's env var is FLUENCE_<NAME>."""
@@ -35,6 +37,18 @@ class ExtenderSettings(BaseSettings):
         default=300.0,
         gt=0,
         description="Seconds an allocation made at filter may stay unbound before it is released.",
+    )
+    event_loop: EventLoop = Field(
+        default="uvloop",
+        description="Event loop: uvloop (compiled, the fast default) or asyncio (for debugging).",
+    )
+    bind_concurrency: int = Field(
+        default=16,
+        gt=0,
+        description=(
+            "Bindings sent to the API server at once; the client keeps that many connections "
+            "open (plus its watches), so binds under load reuse them instead of opening more."
+        ),
     )
     max_body_bytes: int = Field(
         default=64 << 20,

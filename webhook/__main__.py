@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import ssl
 import sys
 
 from fluence import telemetry
-from fluence.serving import TLSFiles, serve_app
+from fluence.serving import TLSFiles, run, serve_app
 from webhook import certs
 from webhook.admission import Admission
 from webhook.app import create_app
@@ -86,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = WebhookSettings()
     try:
         check_tls(settings)
-        asyncio.run(serve(settings))
+        run(serve(settings), settings.event_loop)
     except (OSError, ValueError, ssl.SSLError) as e:
         log.error(
             "webhook could not start; check FLUENCE_BIND and FLUENCE_TLS_CERT/KEY",

@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fluence.serving import EventLoop
+
 
 class WebhookSettings(BaseSettings):
     """Everything the webhook process can be told; defaults fit the in-cluster Deployment."""
@@ -55,6 +57,10 @@ class WebhookSettings(BaseSettings):
             "How long a PodGroup known to exist is remembered, so that the other members of a "
             "gang skip the create call; 0 creates (or gets AlreadyExists) for every pod."
         ),
+    )
+    event_loop: EventLoop = Field(
+        default="uvloop",
+        description="Event loop: uvloop (compiled, the fast default) or asyncio (for debugging).",
     )
     max_body_bytes: int = Field(
         default=3 * 1024 * 1024,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
+import anyio
 from starlette.requests import Request
 
 from scheduler_extender import wire
@@ -10,11 +10,13 @@ from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.verbs.body import BadRequest, decode, read_body
 
 
-async def handle(request: Request, scheduler: Scheduler, limit: int) -> bytes:
+async def handle(
+    request: Request, scheduler: Scheduler, limit: int, binds: anyio.CapacityLimiter
+) -> bytes:
     args = decode(wire.binding_args, await read_body(request, limit), "ExtenderBindingArgs")
     if not (args.pod_name and args.pod_namespace and args.node):
         raise BadRequest(400, "ExtenderBindingArgs needs PodName, PodNamespace and Node")
-    error = await run_in_threadpool(
-        scheduler.bind, args.pod_namespace, args.pod_name, args.pod_uid, args.node
+    error = await anyio.to_thread.run_sync(
+        scheduler.bind, args.pod_namespace, args.pod_name, args.pod_uid, args.node, limiter=binds
     )
     return wire.encoder.encode(wire.ExtenderBindingResult(error=error))
