@@ -1,5 +1,7 @@
 """Type stubs for the C++ core module (see bindings.cpp)."""
 
+from typing import Literal
+
 class InputError(ValueError): ...
 class NotFoundError(LookupError): ...
 class StateError(RuntimeError): ...
@@ -45,6 +47,8 @@ class Usage:
 class Matcher:
     policy: str
     match_format: str
+    @property
+    def traverser(self) -> Literal["simple", "flexible"]: ...
     def __init__(
         self,
         jgf: str,
@@ -52,6 +56,7 @@ class Matcher:
         prune_filters: str = "ALL:core,ALL:node",
         match_format: str = "jgf",
         partial_pool_types: set[str] = ...,
+        traverser: Literal["simple", "flexible"] = "simple",
     ) -> None: ...
     def match(
         self, jobspec_json: str, op: str = "allocate", jobid: int | None = None, format: str = ""

@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-S", "--match-subsystems", default="CA", help="CA (containment)")
     p.add_argument("-P", "--match-policy", default="first")
     p.add_argument("-F", "--match-format", default="simple")
-    p.add_argument("-T", "--traverser", default="simple")
+    p.add_argument("-T", "--traverser", default="simple", choices=["simple", "flexible"])
     p.add_argument("-p", "--prune-filters", default="ALL:core,ALL:node")
     p.add_argument("-g", "--graph-format", default="")
     p.add_argument("-o", "--graph-output", default="")
@@ -307,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     pools = {t for t in a.partial_pools.split(",") if t}
     try:
         graph_text = Path(a.load_file).read_text()
-        m = _core.Matcher(graph_text, a.match_policy, a.prune_filters, a.match_format, pools)
+        m = _core.Matcher(
+            graph_text, a.match_policy, a.prune_filters, a.match_format, pools, a.traverser
+        )
     except OSError as exc:
         print(f"ERROR: cannot read {a.load_file}: {exc}", file=sys.stderr)
         return 1

@@ -20,6 +20,8 @@ MatchOp = Literal[
     "without_allocating_future",
 ]
 MatchFormat = Literal["simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched"]
+# "flexible" also accepts sibling slots (or-slots) and xor_slot alternatives.
+TraverserKind = Literal["simple", "flexible"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class Graph:
         prune_filters: str = "ALL:core,ALL:node",
         match_format: MatchFormat = "jgf",
         partial_pools: bool | Iterable[str] = False,
+        traverser: TraverserKind = "simple",
     ) -> None:
         text = jgf if isinstance(jgf, str) else json.dumps(jgf)
         if partial_pools is True:
@@ -122,7 +125,7 @@ class Graph:
             pools = set()
         else:
             pools = set(partial_pools)
-        self._m = _core.Matcher(text, policy, prune_filters, match_format, pools)
+        self._m = _core.Matcher(text, policy, prune_filters, match_format, pools, traverser)
 
     @classmethod
     def from_jgf(cls, jgf: str | Mapping[str, Any], **kwargs: Any) -> Graph:
@@ -136,6 +139,10 @@ class Graph:
     @property
     def policy(self) -> str:
         return str(self._m.policy)
+
+    @property
+    def traverser(self) -> TraverserKind:
+        return self._m.traverser
 
     def match(
         self,

@@ -20,7 +20,7 @@ TypeTable::TypeTable() {
     node = intern("node");
     rack = intern("rack");
     slot = intern("slot");
-    intern("xor_slot");
+    xor_slot = intern("xor_slot");
     intern("ssd");
     storage_node = intern("storage_node");
 }

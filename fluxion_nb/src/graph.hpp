@@ -31,7 +31,7 @@ class TypeTable {
     const std::string &name(int id) const { return names_[static_cast<size_t>(id)]; }
     size_t size() const { return names_.size(); }
 
-    int cluster, core, socket, gpu, node, rack, slot, storage_node;
+    int cluster, core, socket, gpu, node, rack, slot, xor_slot, storage_node;
 
    private:
     std::vector<std::string> names_;

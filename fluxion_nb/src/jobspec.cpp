@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "errors.hpp"
+#include "flexible.hpp"
 #include "graph.hpp"
 
 namespace fluxion {
@@ -88,11 +89,22 @@ void check_sibling_slots(const std::vector<Resource> &rs, int slot_type, const s
     std::string names;
     for (const auto &l : labels) names += (names.empty() ? "" : ", ") + l;
     bad(where, std::to_string(labels.size()) + " sibling slots (" + names +
-                   ") at one level; the matcher takes one slot per level, so use a single slot "
-                   "(with a count) or match each slot shape as its own jobspec");
+                   ") at one level; the simple traverser takes one slot per level, so use a single slot "
+                   "(with a count), match each slot shape as its own jobspec, or use the flexible "
+                   "traverser");
 }
 
-Resource read_resource(const json::Value &v, const TypeTable &types, const std::string &where) {
+// The slot forms a level may hold depend on the traverser.
+void check_level(const std::vector<Resource> &rs, const TypeTable &types, const std::string &where,
+                 TraverserKind kind) {
+    if (kind == TraverserKind::Flexible)
+        check_flexible_level(rs, types, where);
+    else
+        check_sibling_slots(rs, types.slot, where);
+}
+
+Resource read_resource(const json::Value &v, const TypeTable &types, const std::string &where,
+                       TraverserKind kind) {
     if (!v.is_object()) bad(where, "a resource must be a mapping");
     Resource r;
     const json::Value *type = v.find("type");
@@ -109,6 +121,8 @@ Resource read_resource(const json::Value &v, const TypeTable &types, const std::
     r.type = types.find(type->as_string());
     if (r.type < 0)
         bad(w, "resource type '" + type->as_string() + "' is not a type of this resource graph");
+    if (r.type == types.xor_slot && kind != TraverserKind::Flexible)
+        bad(w, "xor_slot (one of several alternative slots) needs the flexible traverser");
     r.count = read_count(*count, w + ".count");
     if (const json::Value *ex = v.find("exclusive")) {
         if (ex->is_bool())
@@ -130,8 +144,9 @@ Resource read_resource(const json::Value &v, const TypeTable &types, const std::
     if (const json::Value *with = v.find("with")) {
         if (!with->is_array() || with->items().empty()) bad(w, "'with' must be a non-empty sequence");
         for (size_t i = 0; i < with->items().size(); ++i)
-            r.with.push_back(read_resource(with->items()[i], types, w + ".with[" + std::to_string(i) + "]"));
-        check_sibling_slots(r.with, types.slot, w + ".with");
+            r.with.push_back(
+                read_resource(with->items()[i], types, w + ".with[" + std::to_string(i) + "]", kind));
+        check_level(r.with, types, w + ".with", kind);
     }
     return r;
 }
@@ -248,7 +263,13 @@ std::unique_ptr<Constraint> parse_constraint(const json::Value &v) {
     return std::make_unique<BoolConstraint>(BoolConstraint::And, std::move(parts));
 }
 
-Jobspec parse_jobspec(const json::Value &doc, const TypeTable &types) {
+TraverserKind traverser_kind(const std::string &name) {
+    if (name == "simple") return TraverserKind::Simple;
+    if (name == "flexible") return TraverserKind::Flexible;
+    throw InputError("unknown traverser '" + name + "' (expected simple or flexible)");
+}
+
+Jobspec parse_jobspec(const json::Value &doc, const TypeTable &types, TraverserKind kind) {
     if (!doc.is_object()) bad("document", "must be a mapping");
     for (const auto &kv : doc.members())
         if (kv.first != "version" && kv.first != "resources" && kv.first != "tasks" &&
@@ -264,8 +285,10 @@ Jobspec parse_jobspec(const json::Value &doc, const TypeTable &types) {
     if (!res) bad("document", "missing 'resources'");
     if (!res->is_array() || res->items().empty()) bad("resources", "must be a non-empty sequence");
     for (size_t i = 0; i < res->items().size(); ++i)
-        js.resources.push_back(read_resource(res->items()[i], types, "resources[" + std::to_string(i) + "]"));
-    check_sibling_slots(js.resources, types.slot, "resources");
+        js.resources.push_back(
+            read_resource(res->items()[i], types, "resources[" + std::to_string(i) + "]", kind));
+    check_level(js.resources, types, "resources", kind);
+    if (kind == TraverserKind::Flexible) check_xor_expansion(js.resources, types);
     const json::Value *tasks = doc.find("tasks");
     if (!tasks) bad("document", "missing 'tasks'");
     if (!tasks->is_array()) bad("tasks", "must be a sequence");
@@ -306,8 +329,8 @@ Jobspec parse_jobspec(const json::Value &doc, const TypeTable &types) {
     return js;
 }
 
-Jobspec parse_jobspec_text(const std::string &json_text, const TypeTable &types) {
-    return parse_jobspec(json::parse(json_text), types);
+Jobspec parse_jobspec_text(const std::string &json_text, const TypeTable &types, TraverserKind kind) {
+    return parse_jobspec(json::parse(json_text), types, kind);
 }
 
 std::set<int64_t> parse_idset(const std::string &s) {

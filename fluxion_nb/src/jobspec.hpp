@@ -55,9 +55,19 @@ struct Jobspec {
     std::shared_ptr<Constraint> constraint;
 };
 
+// Which traverser will match the jobspec; it decides which slot forms the
+// reader accepts. Simple: at most one slot per level. Flexible: also sibling
+// slots ("or-slots") and xor_slot alternatives (see flexible.hpp).
+enum class TraverserKind { Simple, Flexible };
+
+// "simple" | "flexible"; throws InputError otherwise.
+TraverserKind traverser_kind(const std::string &name);
+
 // Parse and validate; throws InputError naming the offending field.
-Jobspec parse_jobspec(const json::Value &doc, const TypeTable &types);
-Jobspec parse_jobspec_text(const std::string &json_text, const TypeTable &types);
+Jobspec parse_jobspec(const json::Value &doc, const TypeTable &types,
+                      TraverserKind kind = TraverserKind::Simple);
+Jobspec parse_jobspec_text(const std::string &json_text, const TypeTable &types,
+                           TraverserKind kind = TraverserKind::Simple);
 
 // Id sets ("0-3,7") and host lists ("node[0-3,7],login1").
 std::set<int64_t> parse_idset(const std::string &s);

@@ -25,12 +25,17 @@ bool valid_op(const std::string &op) {
 
 Matcher::Matcher(const std::string &jgf, MatcherOptions opts) : opts_(std::move(opts)) {
     Policy p = Policy::from_name(opts_.policy);
+    TraverserKind kind = traverser_kind(opts_.traverser);
+    // Or-slots are cut from whole candidates only (flux-sched's rule).
+    if (kind == TraverserKind::Flexible && !opts_.partial_pool_types.empty())
+        throw InputError("partial pools are not supported by the flexible traverser");
     if (!known_format(opts_.match_format)) write_r(Graph(), Emission(), opts_.match_format);
     GraphOptions go;
     go.partial_pool_types = opts_.partial_pool_types;
     g_ = std::make_unique<Graph>(go);
     g_->load_jgf(jgf);
     trav_ = std::make_unique<Traverser>(*g_, p, opts_.prune_filters);
+    trav_->set_kind(kind);
     trav_->initialize();
 #if defined(__GLIBC__)
     // The parsed JGF document is far larger than the graph built from it; hand
@@ -76,7 +81,7 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
     if (jobs_.count(id) && jobs_.at(id).state != "CANCELED")
         throw StateError("job id " + std::to_string(id) + " is already in use");
     r.jobid = id;
-    Jobspec js = parse_jobspec_text(jobspec_json, g_->types);  // throws InputError
+    Jobspec js = parse_jobspec_text(jobspec_json, g_->types, trav_->kind());  // throws InputError
     Emission em;
     int64_t at = 0;
     MatchErr err = MatchErr::None;

@@ -22,6 +22,7 @@ struct MatcherOptions {
     std::string prune_filters = "ALL:core,ALL:node";
     std::string match_format = "jgf";
     std::set<std::string> partial_pool_types;
+    std::string traverser = "simple";  // simple | flexible (or-slots, xor_slot)
 };
 
 struct AllocatedVertex {
@@ -114,6 +115,7 @@ class Matcher {
     std::pair<unsigned, unsigned> traversal_counts() const;
 
     std::string policy() const { return opts_.policy; }
+    std::string traverser() const { return opts_.traverser; }
     std::string match_format() const { return opts_.match_format; }
     void set_match_format(const std::string &f);
     std::string last_error() const { return last_err_; }

@@ -127,6 +127,7 @@ void Traverser::initialize() {
 }
 
 void Traverser::prime_jobspec(std::vector<Resource> &resources, std::map<int, int64_t> &to_parent) {
+    if (flexible()) return flex_prime_jobspec(resources, to_parent);
     for (auto &r : resources) {
         if (r.exclusive == Tristate::True) x_types_.insert(r.type);
         accum_if(r.type, r.count.min, to_parent);
@@ -277,6 +278,11 @@ bool Traverser::prune(const JobMeta &m, bool excl, int u, const std::vector<Reso
         err_msg_ += "by_avail: planner_avail_resources_during returned -1.\nInvalid argument.\n";
         return false;
     }
+    if (flexible()) {
+        if (flex_prune_resources(m, excl, u, rs)) return true;
+        if (errno_ == MatchErr::Range) errno_ = MatchErr::Busy;
+        return false;
+    }
     for (const auto &r : rs) {
         if (x.type != r.type && r.type != g_.types.slot) continue;
         if (r.type != g_.types.slot && !by_excl(m, u, excl, r)) {
@@ -293,6 +299,7 @@ bool Traverser::prune(const JobMeta &m, bool excl, int u, const std::vector<Reso
 
 const std::vector<Resource> &Traverser::test(int u, const std::vector<Resource> &rs, bool &pristine,
                                              unsigned &nslots, MatchKind &kind) {
+    if (flexible()) return flex_test(u, rs, pristine, nslots, kind);
     const Resource *slot = nullptr;
     const Resource *match = nullptr;
     bool matched = false;
@@ -584,7 +591,9 @@ int Traverser::dom_dfv(const JobMeta &m, int u, const std::vector<Resource> &rs,
     }
     if (!prune(m, x_in, u, rs) || !discover_vtx(u)) return -1;
     mark(u);
-    if (kind == MatchKind::Slot)
+    if (kind == MatchKind::Slot && flexible())
+        flex_dom_slot(m, u, next, nslots, check_pres, dfu);
+    else if (kind == MatchKind::Slot)
         dom_slot(m, u, next, nslots, check_pres, dfu);
     else
         explore(m, u, next, check_pres, &x_inout, dfu);
@@ -668,6 +677,11 @@ bool Traverser::resolve_graph(int root, std::vector<Resource> &rs, Scoring &dfu,
 }
 
 bool Traverser::select(std::vector<Resource> &rs, int root, JobMeta &m, bool excl) {
+    if (flexible()) return flex_select(rs, root, m, excl);
+    return select_tree(rs, root, m, excl);
+}
+
+bool Traverser::select_tree(std::vector<Resource> &rs, int root, JobMeta &m, bool excl) {
     Scoring dfu;
     bool x_in = excl;
     tick();

@@ -62,6 +62,8 @@ class Traverser {
 
     const Policy &policy() const { return policy_; }
     void set_policy(Policy p) { policy_ = std::move(p); }
+    TraverserKind kind() const { return kind_; }
+    void set_kind(TraverserKind k) { kind_ = k; }
 
     // Build the subtree aggregate filters (after load or any graph change).
     void initialize();
@@ -92,6 +94,7 @@ class Traverser {
 
     Graph &g_;
     Policy policy_;
+    TraverserKind kind_ = TraverserKind::Simple;
     PruneSpec prune_;
     std::set<int> x_types_;  // types allocated whole for this match
     uint64_t seq_ = 0;
@@ -161,9 +164,21 @@ class Traverser {
     void enforce(Scoring &dfu, bool unconstrained);
     bool resolve_graph(int root, std::vector<Resource> &rs, Scoring &dfu, unsigned &needs);
     bool select(std::vector<Resource> &rs, int root, JobMeta &m, bool excl);
+    bool select_tree(std::vector<Resource> &rs, int root, JobMeta &m, bool excl);
     bool request_feasible(const JobMeta &m, const std::string &op, std::map<int, int64_t> &dfv);
     bool schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op, int root,
                   std::map<int, int64_t> &dfv);
+
+    // flexible traverser (flexible.cpp): or-slots and xor_slot alternatives
+    bool flexible() const { return kind_ == TraverserKind::Flexible; }
+    void flex_prime_jobspec(std::vector<Resource> &resources, std::map<int, int64_t> &to_parent);
+    bool flex_prune_resources(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs);
+    bool slot_match(int u, const Resource &slot);
+    const std::vector<Resource> &flex_test(int u, const std::vector<Resource> &rs, bool &pristine,
+                                           unsigned &nslots, MatchKind &kind);
+    int flex_dom_slot(const JobMeta &m, int u, const std::vector<Resource> &slots, unsigned nslots,
+                      bool pristine, Scoring &dfu);
+    bool flex_select(std::vector<Resource> &rs, int root, JobMeta &m, bool excl);
 
     // update
     int upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const JobMeta &m, bool full,

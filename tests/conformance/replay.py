@@ -50,6 +50,8 @@ def _argv(q: dict, graph: Path, out: Path) -> list[str]:
         argv += ["-F", q["match_format"]]
     if q.get("prune_filters"):
         argv += ["-p", q["prune_filters"]]
+    if q.get("traverser"):
+        argv += ["-T", q["traverser"]]
     return argv
 
 
@@ -62,7 +64,7 @@ def replay_case(case: dict, fx: Path) -> CaseResult:
                 return CaseResult(
                     tf, name, False, f"subsystem {q['match_subsystems']} not supported"
                 )
-            if q.get("traverser") not in (None, "", "simple"):
+            if q.get("traverser") not in (None, "", "simple", "flexible"):
                 return CaseResult(tf, name, False, f"traverser {q['traverser']} not supported")
             graph = _graph_for(fx, q["load_file"], q.get("load_format") or "grug")
             if graph is None:
