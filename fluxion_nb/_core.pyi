@@ -52,6 +52,7 @@ class Matcher:
         prune_filters: str = "ALL:core,ALL:node",
         match_format: str = "jgf",
         partial_pool_types: set[str] = ...,
+        subsystems: str = "CA",
     ) -> None: ...
     def match(
         self, jobspec_json: str, op: str = "allocate", jobid: int | None = None, format: str = ""

@@ -22,7 +22,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-L", "--load-file", required=True, help="resource graph file (JGF)")
     p.add_argument("-f", "--load-format", default="jgf", help="graph format (jgf)")
     p.add_argument("-W", "--load-allowlist", default="", help="accepted, not used with JGF")
-    p.add_argument("-S", "--match-subsystems", default="CA", help="CA (containment)")
+    p.add_argument(
+        "-S",
+        "--match-subsystems",
+        default="CA",
+        help="CA (containment), PA (power), C+PA, ...; matching walks the first one's tree",
+    )
     p.add_argument("-P", "--match-policy", default="first")
     p.add_argument("-F", "--match-format", default="simple")
     p.add_argument("-T", "--traverser", default="simple")
@@ -307,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     pools = {t for t in a.partial_pools.split(",") if t}
     try:
         graph_text = Path(a.load_file).read_text()
-        m = _core.Matcher(graph_text, a.match_policy, a.prune_filters, a.match_format, pools)
+        m = _core.Matcher(
+            graph_text, a.match_policy, a.prune_filters, a.match_format, pools, a.match_subsystems
+        )
     except OSError as exc:
         print(f"ERROR: cannot read {a.load_file}: {exc}", file=sys.stderr)
         return 1

@@ -12,6 +12,7 @@
 #include "find.hpp"
 #include "jobspec.hpp"
 #include "json.hpp"
+#include "subsystems.hpp"
 #include "writers.hpp"
 
 namespace fluxion {
@@ -28,6 +29,7 @@ Matcher::Matcher(const std::string &jgf, MatcherOptions opts) : opts_(std::move(
     if (!known_format(opts_.match_format)) write_r(Graph(), Emission(), opts_.match_format);
     GraphOptions go;
     go.partial_pool_types = opts_.partial_pool_types;
+    go.subsystem = match_subsystems(opts_.subsystems).front();
     g_ = std::make_unique<Graph>(go);
     g_->load_jgf(jgf);
     trav_ = std::make_unique<Traverser>(*g_, p, opts_.prune_filters);

@@ -22,6 +22,9 @@ struct MatcherOptions {
     std::string prune_filters = "ALL:core,ALL:node";
     std::string match_format = "jgf";
     std::set<std::string> partial_pool_types;
+    // resource-query's -S name (see subsystems.hpp). Matching walks the
+    // dominant subsystem's tree; the others named are not walked.
+    std::string subsystems = "CA";
 };
 
 struct AllocatedVertex {

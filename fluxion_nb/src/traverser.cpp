@@ -90,7 +90,8 @@ void Traverser::prime_filter(int u, std::map<int, int64_t> &to_parent) {
     Vertex &x = V(u);
     mark(u);
     accum_if(x.type, x.size, to_parent);
-    if (x.out_edges.empty()) {
+    // A leaf has no out-edges in any subsystem (as flux-sched counts them).
+    if (x.out_edges.empty() && !x.foreign_children) {
         if (!is_pruning_type(x.type)) {
             set_pruning_type(g_.types.cluster, x.type);
             accum_if(x.type, x.size, to_parent);
