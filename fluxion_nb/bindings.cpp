@@ -82,7 +82,7 @@ NB_MODULE(_core, m) {
              nb::call_guard<nb::gil_scoped_release>())
         .def("partial_cancel", &Matcher::partial_cancel, nb::arg("jobid"), nb::arg("paths"),
              nb::call_guard<nb::gil_scoped_release>())
-        .def("partial_cancel_r", &Matcher::partial_cancel_r, nb::arg("jobid"), nb::arg("R"),
+        .def("partial_cancel_r", &Matcher::partial_cancel_r, nb::arg("jobid"), nb::arg("R"), nb::arg("format") = "jgf",
              nb::call_guard<nb::gil_scoped_release>())
         .def("info", &Matcher::info, nb::arg("jobid"))
         .def("jobs", &Matcher::jobs)

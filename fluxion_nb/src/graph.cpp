@@ -59,6 +59,13 @@ std::string_view Graph::path_in(int v, const std::string &ss) const {
     return it == x.other_paths.end() ? std::string_view() : std::string_view(it->second);
 }
 
+std::string_view Graph::some_path(int v) const {
+    if (std::string_view p = path_in(v, opts_.subsystem); !p.empty()) return p;
+    const Vertex &x = vertices[static_cast<size_t>(v)];
+    if (!x.path.empty() || x.other_paths.empty()) return x.path;
+    return x.other_paths.begin()->second;
+}
+
 void Graph::subtree(int v, std::vector<int> &out) const {
     out.push_back(v);
     for (int e : vertices[static_cast<size_t>(v)].out_edges)

@@ -143,6 +143,8 @@ class Graph {
     int find_path(std::string_view path) const;
     // The path of `v` in subsystem `ss`, "" if `v` is not in it.
     std::string_view path_in(int v, const std::string &ss) const;
+    // Its dominant-subsystem path, else its containment path, else any.
+    std::string_view some_path(int v) const;
     void subtree(int v, std::vector<int> &out) const;  // pre-order, v included
     int parent(int v) const {
         int e = vertices[static_cast<size_t>(v)].parent_edge;

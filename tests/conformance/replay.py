@@ -10,10 +10,12 @@ import contextlib
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fluxion_nb import cli
 
@@ -48,7 +50,13 @@ def _graph_for(fx: Path, load_file: str, load_format: str, subsystems: str = "CA
     return None
 
 
-def _subsystems(q: dict) -> str:
+def _stderr_file(q: dict[str, Any]) -> str | None:
+    """The file the case sends resource-query's stderr to (`2> FILE`), if any."""
+    m = re.search(r"(?<![>&])2>(?!>)\s*(\S+)", q.get("raw", ""))
+    return m.group(1) if m else None
+
+
+def _subsystems(q: dict[str, Any]) -> str:
     return q.get("match_subsystems") or "CA"
 
 
@@ -78,11 +86,12 @@ def replay_case(case: dict, fx: Path) -> CaseResult:
             cmd_path.write_text(cmds)
             out = Path(tmp) / q["test_output"]
             old_stdin = sys.stdin
+            err = io.StringIO()
             try:
                 sys.stdin = io.StringIO(cmds)
                 with (
                     contextlib.redirect_stdout(io.StringIO()),
-                    contextlib.redirect_stderr(io.StringIO()),
+                    contextlib.redirect_stderr(err),
                 ):
                     rc = cli.main(_argv(q, graph, out))
             except Exception as exc:  # a crash is a failure of this case, reported
@@ -92,10 +101,15 @@ def replay_case(case: dict, fx: Path) -> CaseResult:
             if rc != 0:
                 return CaseResult(tf, name, False, f"exit code {rc}")
             outputs[q["test_output"]] = out.read_bytes() if out.exists() else b""
+            if err_file := _stderr_file(q):
+                outputs[err_file] = err.getvalue().encode()
         for got_name, expected in case["all_test_cmp"]:
             exp_path = fx / expected
             if got_name not in outputs:
                 return CaseResult(tf, name, False, f"no output {got_name}")
+            if not exp_path.exists():
+                # Made by the test script from another output (e.g. a sed filter).
+                return CaseResult(tf, name, False, f"expected {expected} is not in the fixtures")
             if outputs[got_name] != exp_path.read_bytes():
                 return CaseResult(tf, name, False, f"output differs from {expected}")
     return CaseResult(tf, name, True, "")
