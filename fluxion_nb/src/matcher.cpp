@@ -131,8 +131,10 @@ std::map<int, std::pair<int64_t, bool>> Matcher::read_r_amounts(const std::strin
         const json::Value *md = n.find("metadata");
         if (!md || !md->is_object()) throw InputError("R: a vertex has no metadata");
         const json::Value *paths = md->find("paths");
-        const json::Value *cp = paths ? paths->find("containment") : nullptr;
-        if (!cp || !cp->is_string()) throw InputError("R: a vertex has no containment path");
+        // Vertices are named by their path in the dominant subsystem.
+        const std::string &dom = g_->subsystem();
+        const json::Value *cp = paths ? paths->find(dom) : nullptr;
+        if (!cp || !cp->is_string()) throw InputError("R: a vertex has no " + dom + " path");
         int v = g_->find_path(cp->as_string());
         if (v < 0) throw NotFoundError("R: no vertex at path " + cp->as_string());
         // A rank that disagrees with the graph means R describes another vertex.

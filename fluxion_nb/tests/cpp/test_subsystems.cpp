@@ -110,6 +110,12 @@ TEST(Subsystems, PowerMatchingWalksThePowerTree) {
     // Cores are not in the power tree.
     EXPECT_NE(m.match(kOneCore, "allocate").status, "allocated");
     EXPECT_TRUE(m.cancel(1, false));
+    // R names vertices by their power paths: replay and partial cancel work.
+    MatchResult one = m.match(kPoweredNode, "allocate", std::nullopt, "jgf");
+    ASSERT_EQ(one.status, "allocated");
+    EXPECT_TRUE(m.partial_cancel_r(one.jobid, one.R, "jgf"));
+    EXPECT_EQ(m.update_allocate(50, one.R, 0, 60, false).status, "allocated");
+    EXPECT_TRUE(m.cancel(50, false));
     // The JGF writer names the subsystem of the edges and every path.
     r = m.match(kPoweredNode, "allocate", std::nullopt, "jgf");
     ASSERT_EQ(r.status, "allocated");
