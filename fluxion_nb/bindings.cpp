@@ -65,14 +65,16 @@ NB_MODULE(_core, m) {
             "__init__",
             [](Matcher *self, const std::string &jgf, const std::string &policy,
                const std::string &prune_filters, const std::string &match_format,
-               const std::set<std::string> &partial_pool_types, const std::string &traverser) {
-                MatcherOptions o{policy, prune_filters, match_format, partial_pool_types, traverser};
+               const std::set<std::string> &partial_pool_types, const std::string &traverser,
+               const std::string &subsystems) {
+                MatcherOptions o{policy, prune_filters, match_format, partial_pool_types, traverser,
+                                 subsystems};
                 nb::gil_scoped_release release;
                 new (self) Matcher(jgf, o);
             },
             nb::arg("jgf"), nb::arg("policy") = "first", nb::arg("prune_filters") = "ALL:core,ALL:node",
             nb::arg("match_format") = "jgf", nb::arg("partial_pool_types") = std::set<std::string>(),
-            nb::arg("traverser") = "simple")
+            nb::arg("traverser") = "simple", nb::arg("subsystems") = "CA")
         .def("match", &Matcher::match, nb::arg("jobspec_json"), nb::arg("op") = "allocate",
              nb::arg("jobid") = nb::none(), nb::arg("format") = "", nb::call_guard<nb::gil_scoped_release>())
         .def("update_allocate", &Matcher::update_allocate, nb::arg("jobid"), nb::arg("R"), nb::arg("at"),
@@ -82,7 +84,7 @@ NB_MODULE(_core, m) {
              nb::call_guard<nb::gil_scoped_release>())
         .def("partial_cancel", &Matcher::partial_cancel, nb::arg("jobid"), nb::arg("paths"),
              nb::call_guard<nb::gil_scoped_release>())
-        .def("partial_cancel_r", &Matcher::partial_cancel_r, nb::arg("jobid"), nb::arg("R"),
+        .def("partial_cancel_r", &Matcher::partial_cancel_r, nb::arg("jobid"), nb::arg("R"), nb::arg("format") = "jgf",
              nb::call_guard<nb::gil_scoped_release>())
         .def("info", &Matcher::info, nb::arg("jobid"))
         .def("jobs", &Matcher::jobs)

@@ -22,7 +22,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-L", "--load-file", required=True, help="resource graph file (JGF)")
     p.add_argument("-f", "--load-format", default="jgf", help="graph format (jgf)")
     p.add_argument("-W", "--load-allowlist", default="", help="accepted, not used with JGF")
-    p.add_argument("-S", "--match-subsystems", default="CA", help="CA (containment)")
+    p.add_argument(
+        "-S",
+        "--match-subsystems",
+        default="CA",
+        help="CA (containment), PA (power), C+PA, ...; matching walks the first one's tree",
+    )
     p.add_argument("-P", "--match-policy", default="first")
     p.add_argument("-F", "--match-format", default="simple")
     p.add_argument("-T", "--traverser", default="simple", choices=["simple", "flexible"])
@@ -128,16 +133,7 @@ class Session:
                     if len(args) == 3 and args[2] == "stats":
                         self._stats("CANCEL", *self.m.traversal_counts())
         elif cmd in ("partial-cancel", "pc"):
-            if len(args) not in (4, 5):
-                print("ERROR: malformed command", file=sys.stderr)
-            else:
-                try:
-                    self.m.partial_cancel_r(int(args[1]), Path(args[3]).read_text())
-                except (InputError, NotFoundError, StateError, OSError, ValueError) as exc:
-                    print(f"ERROR: {exc}", file=sys.stderr)
-                if len(args) == 5 and args[4] == "stats":
-                    # A partial cancel releases vertices directly, without a walk.
-                    self._stats("PARTIAL CANCEL", 0, 0)
+            self._partial_cancel(args)
         elif cmd in ("update", "u"):
             self._update(args)
         elif cmd in ("set-status", "t"):
@@ -205,6 +201,41 @@ class Session:
         else:
             print(f"ERROR: unknown command {cmd}", file=sys.stderr)
         return True
+
+    def _partial_cancel(self, args: list[str]) -> None:
+        # partial-cancel <jobid> <jgf|rv1exec> <R file> [stats], with
+        # resource-query's messages: the reason of a failed removal goes to
+        # stdout, the error line to stderr.
+        if len(args) not in (4, 5):
+            print("ERROR: malformed command", file=sys.stderr)
+            return
+        if args[2] not in ("jgf", "rv1exec"):
+            print(f"ERROR: unsupported reader {args[2]}", file=sys.stderr)
+            return
+        try:
+            R = Path(args[3]).read_text()
+        except OSError:
+            print(f"ERROR: can't open {args[3]}", file=sys.stderr)
+            return
+        try:
+            jobid = int(args[1])
+        except ValueError:
+            jobid = 0
+        rec = self.m.info(jobid)
+        if rec is None or rec.state == "CANCELED":
+            print(f"ERROR: nonexistent job {jobid}", file=sys.stderr)
+            return
+        if rec.state == "RESERVED":
+            print("ERROR: reservations not currently supported by partial cancel", file=sys.stderr)
+            return
+        try:
+            self.m.partial_cancel_r(jobid, R, args[2])
+        except (InputError, NotFoundError, StateError) as exc:
+            print(f"partial cancel: {exc}")
+            print(f"ERROR: error encountered while removing job {jobid}", file=sys.stderr)
+        if len(args) == 5 and args[4] == "stats":
+            # A partial cancel releases vertices directly, without a walk.
+            self._stats("PARTIAL CANCEL", 0, 0)
 
     def _remove(self, args: list[str]) -> None:
         # remove <path> true | remove <rank idset> false
@@ -308,7 +339,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         graph_text = Path(a.load_file).read_text()
         m = _core.Matcher(
-            graph_text, a.match_policy, a.prune_filters, a.match_format, pools, a.traverser
+            graph_text,
+            a.match_policy,
+            a.prune_filters,
+            a.match_format,
+            pools,
+            a.traverser,
+            a.match_subsystems,
         )
     except OSError as exc:
         print(f"ERROR: cannot read {a.load_file}: {exc}", file=sys.stderr)

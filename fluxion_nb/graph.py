@@ -117,7 +117,10 @@ class Graph:
         match_format: MatchFormat = "jgf",
         partial_pools: bool | Iterable[str] = False,
         traverser: TraverserKind = "simple",
+        subsystems: str = "CA",
     ) -> None:
+        """``subsystems`` is resource-query's ``-S`` name (``CA``, ``PA``, ``C+PA``, ...):
+        the first subsystem named is the tree matching walks."""
         text = jgf if isinstance(jgf, str) else json.dumps(jgf)
         if partial_pools is True:
             pools = {"*"}
@@ -125,7 +128,9 @@ class Graph:
             pools = set()
         else:
             pools = set(partial_pools)
-        self._m = _core.Matcher(text, policy, prune_filters, match_format, pools, traverser)
+        self._m = _core.Matcher(
+            text, policy, prune_filters, match_format, pools, traverser, subsystems
+        )
 
     @classmethod
     def from_jgf(cls, jgf: str | Mapping[str, Any], **kwargs: Any) -> Graph:

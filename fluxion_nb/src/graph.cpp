@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <string_view>
 #include <unordered_set>
 
@@ -43,8 +44,26 @@ Graph::Graph(GraphOptions opts) : opts_(std::move(opts)) {}
 
 int Graph::find_path(std::string_view path) const {
     int v = by_path.find(path);
-    if (v < 0) return -1;
+    if (v < 0) {
+        auto it = other_path_index_.find(path);
+        if (it == other_path_index_.end()) return -1;
+        v = it->second;
+    }
     return vertices[static_cast<size_t>(v)].removed ? -1 : v;
+}
+
+std::string_view Graph::path_in(int v, const std::string &ss) const {
+    const Vertex &x = vertices[static_cast<size_t>(v)];
+    if (ss == "containment") return x.path;
+    auto it = x.other_paths.find(ss);
+    return it == x.other_paths.end() ? std::string_view() : std::string_view(it->second);
+}
+
+std::string_view Graph::some_path(int v) const {
+    if (std::string_view p = path_in(v, opts_.subsystem); !p.empty()) return p;
+    const Vertex &x = vertices[static_cast<size_t>(v)];
+    if (!x.path.empty() || x.other_paths.empty()) return x.path;
+    return x.other_paths.begin()->second;
 }
 
 void Graph::subtree(int v, std::vector<int> &out) const {
@@ -158,7 +177,8 @@ void Graph::index_vertex(int v) {
 
 void Graph::unindex_vertex(int v) {
     Vertex &x = vertices[static_cast<size_t>(v)];
-    by_path.erase(x.path);
+    if (!x.path.empty()) by_path.erase(x.path);
+    for (const auto &kv : x.other_paths) other_path_index_.erase(kv.second);
     auto erase_from = [v](std::vector<int> &vec) {
         vec.erase(std::remove(vec.begin(), vec.end(), v), vec.end());
     };
@@ -186,7 +206,7 @@ void Graph::add_edge(int src, int tgt) {
     Vertex &t = vertices[static_cast<size_t>(tgt)];
     if (t.parent_edge >= 0)
         throw InputError("JGF edge " + std::string(vertices[static_cast<size_t>(src)].name) + " -> " +
-                         std::string(t.name) + ": vertex already has a containment parent");
+                         std::string(t.name) + ": vertex already has a " + opts_.subsystem + " parent");
     int e = static_cast<int>(edges.size());
     Edge ed;
     ed.source = src;
@@ -207,9 +227,11 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         std::string_view type_name;
         int vertex;  // existing vertex, or index the new one will get
         bool existing = false;
-        bool root = false;
-        int parents = 0;  // containment edges reaching a new vertex
+        bool root = false;    // root of the dominant subsystem
+        bool in_dom = false;  // has a path in the dominant subsystem
+        int parents = 0;      // dominant edges reaching a new vertex
     };
+    const std::string &dom = opts_.subsystem;
     StringPool scratch;
     const int first_new = static_cast<int>(vertices.size());
     struct Rollback {
@@ -227,7 +249,16 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
     if (vertices.capacity() < need) vertices.reserve(std::max(need, vertices.capacity() * 2));
     auto pend_key = [&pend](int k) { return pend[static_cast<size_t>(k)].key; };
     StrIndex<decltype(pend_key)> new_keys(pend_key);  // id -> index in pend
-    StrIndex<PathOf> new_paths(PathOf{&vertices});    // paths of the new vertices
+    StrIndex<PathOf> new_paths(PathOf{&vertices});    // containment paths of the new vertices
+    std::unordered_set<std::string_view> new_other_paths;  // their paths in other subsystems
+    std::map<std::string, int> new_roots;                  // subsystem -> roots among them
+    std::vector<std::string> new_subsystems;               // subsystems the graph did not name yet
+    auto note_subsystem = [&](std::string_view ss) {
+        auto known = [ss](const std::vector<std::string> &names) {
+            return std::find(names.begin(), names.end(), ss) != names.end();
+        };
+        if (!known(subsystems) && !known(new_subsystems)) new_subsystems.emplace_back(ss);
+    };
     new_keys.reserve(text.size() / 256);
     new_paths.reserve(text.size() / 256);
     size_t i = 0;
@@ -295,18 +326,23 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         v.name = name ? name->str() : scratch.add(std::string(v.basename) + std::to_string(v.id));
         const json::Node *unit = opt_str(mf.unit, "unit", where);
         v.unit = unit ? unit->str() : std::string_view();
+        // One path per subsystem the vertex belongs to.
         for (uint32_t k = 0; k < paths.n; ++k) {
             const json::Member &kv = paths.members[k];
             if (!kv.value.is_string())
                 throw InputError(where.str() + ": metadata.paths." + std::string(kv.key) +
                                  " must be a string");
+            if (kv.key.empty()) throw InputError(where.str() + ": metadata.paths has an empty subsystem name");
+            if (kv.value.str().empty())
+                throw InputError(where.str() + ": metadata.paths." + std::string(kv.key) + " is empty");
+            note_subsystem(kv.key);
             if (kv.key == "containment")
                 v.path = kv.value.str();
             else
                 v.other_paths[std::string(kv.key)] = std::string(kv.value.str());
         }
-        if (v.path.empty())
-            throw InputError(where.str() + ": metadata.paths has no 'containment' path");
+        if (v.path.empty() && v.other_paths.empty())
+            throw InputError(where.str() + ": metadata.paths names no subsystem");
         if (const json::Node *props = mf.properties; props && !props->is_null()) {
             if (!props->is_object())
                 throw InputError(where.str() + ": metadata.properties must be an object or null");
@@ -334,9 +370,26 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
             if (!attach && key_to_vertex_.find(p.key) >= 0)
                 throw InputError(where.str() + ": duplicate vertex id");
             p.vertex = static_cast<int>(vertices.size());
-            if (find_path(v.path) >= 0 || new_paths.insert(v.path, p.vertex) != p.vertex)
+            // A path names one vertex, whatever its subsystem.
+            auto taken = [&](std::string_view path) {
+                return find_path(path) >= 0 || new_paths.find(path) >= 0 || new_other_paths.count(path);
+            };
+            if (!v.path.empty() && (find_path(v.path) >= 0 || new_paths.insert(v.path, p.vertex) != p.vertex))
                 throw InputError(where.str() + ": duplicate containment path " + std::string(v.path));
-            p.root = is_root_path(v.path);
+            for (const auto &kv : v.other_paths) {
+                if (taken(kv.second))
+                    throw InputError(where.str() + ": duplicate " + kv.first + " path " + kv.second);
+                // The map's strings stay put when the vertex moves.
+                new_other_paths.insert(kv.second);
+            }
+            if (is_root_path(v.path)) ++new_roots["containment"];
+            for (const auto &kv : v.other_paths)
+                if (is_root_path(kv.second)) ++new_roots[kv.first];
+            std::string_view dom_path = dom == "containment" ? v.path : std::string_view();
+            if (dom != "containment")
+                if (auto it = v.other_paths.find(dom); it != v.other_paths.end()) dom_path = it->second;
+            p.in_dom = !dom_path.empty();
+            p.root = p.in_dom && is_root_path(dom_path);
             vertices.push_back(std::move(v));
         }
         pend.push_back(p);
@@ -360,13 +413,15 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
     if (edges_v && !edges_v->is_array()) throw InputError("JGF: 'graph.edges' must be an array");
     if (!edges_v && !attach) throw InputError("JGF graph: required key 'edges' is missing");
     if (!node_error.empty()) throw InputError(node_error);
-    // Roots: a containment path with a single '/'.
-    int roots = 0;
-    for (const auto &p : pend)
-        if (!p.existing && p.root) ++roots;
+    // Roots: a path with a single '/'; one per subsystem at most, and the
+    // dominant subsystem must have one.
+    for (const auto &kv : new_roots) {
+        if (kv.second > 1 || (rooted_.count(kv.first) && !(attach && kv.first == dom)))
+            throw InputError("JGF: more than one " + kv.first + " root");
+    }
+    int roots = new_roots.count(dom) ? new_roots.at(dom) : 0;
     if (!attach && roots != 1)
-        throw InputError(roots == 0 ? "JGF: no containment root (a vertex whose path is '/<name>')"
-                                    : "JGF: more than one containment root");
+        throw InputError("JGF: no " + dom + " root (a vertex whose " + dom + " path is '/<name>')");
     if (attach && (roots > 0 && root >= 0))
         throw InputError("JGF: an attached subgraph cannot add a second root");
 
@@ -374,8 +429,9 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
     struct PendingEdge {
         int src, tgt;
     };
-    std::vector<PendingEdge> pedges;  // containment edges only
-    // Containment parent of each new vertex (index - first_new), -1 if none.
+    std::vector<PendingEdge> pedges;  // dominant-subsystem edges only
+    std::vector<int> foreign_parents;  // sources of edges in other subsystems
+    // Dominant-subsystem parent of each new vertex (index - first_new), -1 if none.
     std::vector<int> new_parent(vertices.size() - static_cast<size_t>(first_new), -1);
     if (edges_v) {
         pedges.reserve(edges_v->size());
@@ -393,10 +449,14 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
                                                  : std::string_view();
             if (src.empty() || tgt.empty())
                 throw InputError(where.str() + ": source and target must be vertex id strings");
-            bool containment = true;
+            std::string_view subsystem = "containment";
             if (const json::Node *md = e->find("metadata"); md && md->is_object())
-                if (const json::Node *ss = md->find("subsystem"); ss && ss->is_string())
-                    containment = ss->str() == "containment";
+                if (const json::Node *ss = md->find("subsystem"); ss && !ss->is_null()) {
+                    if (!ss->is_string() || ss->str().empty())
+                        throw InputError(where.str() + ": metadata.subsystem must be a non-empty string");
+                    subsystem = ss->str();
+                }
+            note_subsystem(subsystem);
             int src_new = new_keys.find(src);
             int tgt_new = new_keys.find(tgt);
             int src_v = src_new >= 0 ? pend[static_cast<size_t>(src_new)].vertex : key_to_vertex_.find(src);
@@ -407,31 +467,40 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
                 throw InputError(where.str() + ": unknown source vertex '" + std::string(src) + "'");
             if (!tgt_known)
                 throw InputError(where.str() + ": unknown target vertex '" + std::string(tgt) + "'");
-            if (!containment) {
-                // Only the containment subsystem is matched on; other subsystems are
-                // recorded on the vertex paths but their edges are not walked.
+            if (subsystem != dom) {
+                // Matching walks the dominant subsystem only; an edge of another
+                // one just keeps its source from counting as a leaf.
+                foreign_parents.push_back(src_v);
                 continue;
             }
             bool is_tgt_new = tgt_new >= 0 && !pend[static_cast<size_t>(tgt_new)].existing;
+            bool is_src_new = src_new >= 0 && !pend[static_cast<size_t>(src_new)].existing;
             if (src == tgt) throw InputError(where.str() + ": an edge cannot loop on one vertex");
+            auto must_be_in_dom = [&](bool fresh, int k, std::string_view key) {
+                if (fresh && !pend[static_cast<size_t>(k)].in_dom)
+                    throw InputError(where.str() + ": vertex '" + std::string(key) + "' has no " + dom +
+                                     " path, yet a " + dom + " edge joins it");
+            };
+            must_be_in_dom(is_src_new, src_new, src);
+            must_be_in_dom(is_tgt_new, tgt_new, tgt);
             if (is_tgt_new && pend[static_cast<size_t>(tgt_new)].root)
-                throw InputError(where.str() + ": vertex '" + std::string(tgt) +
-                                 "' is the containment root; no containment edge may point to it");
+                throw InputError(where.str() + ": vertex '" + std::string(tgt) + "' is the " + dom +
+                                 " root; no " + dom + " edge may point to it");
             if (!is_tgt_new && src_v >= first_new)
                 throw InputError(where.str() + ": vertex '" + std::string(tgt) +
                                  "' is already in the graph; a new vertex cannot contain it");
             if (is_tgt_new && pend[static_cast<size_t>(tgt_new)].parents++ > 0)
-                throw InputError(where.str() + ": vertex '" + std::string(tgt) +
-                                 "' has two containment parents");
+                throw InputError(where.str() + ": vertex '" + std::string(tgt) + "' has two " + dom +
+                                 " parents");
             if (is_tgt_new) new_parent[static_cast<size_t>(tgt_v - first_new)] = src_v;
             pedges.push_back(PendingEdge{src_v, tgt_v});
         }
     }
     for (const auto &p : pend) {
         if (p.existing) continue;
-        if (!p.root && p.parents == 0)
-            throw InputError("JGF node '" + std::string(p.key) + "': no containment edge reaches it (path " +
-                             std::string(vertices[static_cast<size_t>(p.vertex)].path) + ")");
+        if (p.in_dom && !p.root && p.parents == 0)
+            throw InputError("JGF node '" + std::string(p.key) + "': no " + dom + " edge reaches it (path " +
+                             std::string(path_in(p.vertex, dom)) + ")");
     }
     // Every new vertex has at most one parent, so following parents from it
     // either reaches the root or a vertex already in the graph, or loops. A
@@ -449,10 +518,9 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
                 x = new_parent[static_cast<size_t>(x - first_new)];
             }
             if (x >= first_new && state[static_cast<size_t>(x - first_new)] == kOnChain) {
-                const Vertex &cv = vertices[static_cast<size_t>(x)];
-                throw InputError("JGF: vertex at path " + std::string(cv.path) +
-                                 " is in a containment cycle and cannot be reached from the root; "
-                                 "containment edges must form a tree under the root");
+                throw InputError("JGF: vertex at path " + std::string(path_in(x, dom)) + " is in a " + dom +
+                                 " cycle and cannot be reached from the root; " + dom +
+                                 " edges must form a tree under the root");
             }
             for (int c : chain) state[static_cast<size_t>(c - first_new)] = kReaches;
         }
@@ -490,19 +558,23 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         v.basename = strings.intern(v.basename);
         v.unit = strings.intern(v.unit);
         v.name = strings.add(v.name);
-        v.path = strings.add(v.path);
+        if (!v.path.empty()) v.path = strings.add(v.path);
+        for (const auto &kv : v.other_paths) other_path_index_[kv.second] = idx;
         v.plans = Planner(start(), duration(), v.size);
         v.x_checker = Planner(start(), duration(), kXCheckerJobs);
         std::string_view key = strings.add(p.key);
         vertex_key_.push_back(key);
         if (!adopt) {
             key_to_vertex_.assign(key, idx);
-            by_path.assign(v.path, idx);
+            if (!v.path.empty()) by_path.assign(v.path, idx);
         }
         index_vertex(idx);
         added.push_back(idx);
         if (p.root) root = idx;
     }
+    for (auto &kv : new_roots) rooted_.insert(kv.first);
+    for (auto &ss : new_subsystems) subsystems.push_back(std::move(ss));
+    for (int src : foreign_parents) vertices[static_cast<size_t>(src)].foreign_children = true;
     edges.reserve(edges.size() + pedges.size());
     for (const auto &pe : pedges) {
         // New vertices were appended, so they are exactly the indices from first_new on.

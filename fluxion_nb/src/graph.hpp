@@ -1,6 +1,7 @@
-// The resource graph: vertices (resource pools), containment edges, the
-// indexes flux-sched keeps (by path, type, name, rank) and per-vertex
-// scheduling state (planners, allocation records, traversal marks).
+// The resource graph: vertices (resource pools), the edges of the dominant
+// subsystem (containment unless told otherwise), the indexes flux-sched
+// keeps (by path, type, name, rank) and per-vertex scheduling state
+// (planners, allocation records, traversal marks).
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -47,11 +48,14 @@ struct Vertex {
     Status status = Status::Up;
     bool partial_pool = false;  // slots take exactly their count from this pool
     bool removed = false;
-    int parent_edge = -1;
+    // Has out-edges in a subsystem other than the dominant one. flux-sched
+    // counts those when it decides whether a vertex is a leaf.
+    bool foreign_children = false;
+    int parent_edge = -1;  // in the dominant subsystem
     std::string_view basename;
     std::string_view name;
     std::string_view unit;
-    std::string_view path;  // containment path
+    std::string_view path;  // containment path ("" if not in containment)
     int64_t id = -1;
     int64_t uniq_id = -1;
     int64_t rank = -1;
@@ -59,7 +63,7 @@ struct Vertex {
     Lazy<std::map<std::string, std::string>> other_paths;  // other subsystems
     Lazy<std::map<std::string, std::string>> properties;
 
-    std::vector<int> out_edges;      // containment children, insertion order
+    std::vector<int> out_edges;      // dominant-subsystem children, insertion order
     std::vector<int> by_outedges;    // same edges, ordered for first-match policies
 
     // Scheduling state.
@@ -76,7 +80,7 @@ struct Vertex {
     uint64_t color_epoch = 0;
 };
 
-// Only containment edges are kept (other subsystems are not walked).
+// Only the dominant subsystem's edges are kept: matching walks no other.
 struct Edge {
     int source = -1;
     int target = -1;
@@ -89,6 +93,8 @@ struct Edge {
 };
 
 struct GraphOptions {
+    // The dominant subsystem: the tree of its edges is what matching walks.
+    std::string subsystem = "containment";
     int64_t start = 0;
     int64_t duration = 3153600000;  // 100 years in seconds, as resource-query
     // Types whose pool vertices are shared by slots unit by unit instead of
@@ -105,8 +111,11 @@ class Graph {
     TypeTable types;
     std::vector<Vertex> vertices;
     std::vector<Edge> edges;
-    int root = -1;
+    int root = -1;  // root of the dominant subsystem
     int64_t nodes_up = 0;
+    // Subsystem names in the order the graph first named them (containment
+    // first), the order flux-sched writes a vertex's paths in.
+    std::vector<std::string> subsystems{"containment"};
 
     StringPool strings;  // vertex names, paths, JGF ids
     struct PathOf {
@@ -117,6 +126,7 @@ class Graph {
     std::vector<std::vector<int>> by_type;  // indexed by type id
 
     const GraphOptions &options() const { return opts_; }
+    const std::string &subsystem() const { return opts_.subsystem; }
     int64_t start() const { return opts_.start; }
     int64_t end() const { return opts_.start + opts_.duration; }
     int64_t duration() const { return opts_.duration; }
@@ -129,7 +139,12 @@ class Graph {
     // Detach the subtree rooted at `v` (shrink); vertices stay as tombstones.
     std::vector<int> detach_subtree(int v);
 
+    // The vertex at `path` in any subsystem, or -1.
     int find_path(std::string_view path) const;
+    // The path of `v` in subsystem `ss`, "" if `v` is not in it.
+    std::string_view path_in(int v, const std::string &ss) const;
+    // Its dominant-subsystem path, else its containment path, else any.
+    std::string_view some_path(int v) const;
     void subtree(int v, std::vector<int> &out) const;  // pre-order, v included
     int parent(int v) const {
         int e = vertices[static_cast<size_t>(v)].parent_edge;
@@ -150,6 +165,9 @@ class Graph {
     };
     std::vector<std::string_view> vertex_key_;               // vertex -> JGF outer id
     StrIndex<KeyOf> key_to_vertex_{KeyOf{&vertex_key_}};    // JGF outer id -> vertex
+    // Paths in subsystems other than containment (views into other_paths).
+    std::unordered_map<std::string_view, int> other_path_index_;
+    std::set<std::string> rooted_;  // subsystems that have a root
     std::vector<int> read_jgf(const std::string &text, bool attach);
     void index_vertex(int v);
     void unindex_vertex(int v);

@@ -12,6 +12,8 @@
 #include "find.hpp"
 #include "jobspec.hpp"
 #include "json.hpp"
+#include "rv1exec.hpp"
+#include "subsystems.hpp"
 #include "writers.hpp"
 
 namespace fluxion {
@@ -32,6 +34,7 @@ Matcher::Matcher(const std::string &jgf, MatcherOptions opts) : opts_(std::move(
     if (!known_format(opts_.match_format)) write_r(Graph(), Emission(), opts_.match_format);
     GraphOptions go;
     go.partial_pool_types = opts_.partial_pool_types;
+    go.subsystem = match_subsystems(opts_.subsystems).front();
     g_ = std::make_unique<Graph>(go);
     g_->load_jgf(jgf);
     trav_ = std::make_unique<Traverser>(*g_, p, opts_.prune_filters);
@@ -59,7 +62,7 @@ int Matcher::vertex_at(const std::string &path) const {
 void Matcher::fill_vertices(const Emission &em, MatchResult &r) const {
     for (const auto &ev : em.vertices) {
         const Vertex &v = g_->vertices[static_cast<size_t>(ev.vertex)];
-        AllocatedVertex a{std::string(v.path), g_->types.name(v.type), std::string(v.name), v.id, v.rank, ev.needs, ev.exclusive, "", v.properties.get()};
+        AllocatedVertex a{std::string(g_->some_path(ev.vertex)), g_->types.name(v.type), std::string(v.name), v.id, v.rank, ev.needs, ev.exclusive, "", v.properties.get()};
         for (int p = ev.vertex; p >= 0; p = g_->parent(p))
             if (g_->vertices[static_cast<size_t>(p)].type == g_->types.node) {
                 a.node = std::string(g_->vertices[static_cast<size_t>(p)].name);
@@ -133,8 +136,10 @@ std::map<int, std::pair<int64_t, bool>> Matcher::read_r_amounts(const std::strin
         const json::Value *md = n.find("metadata");
         if (!md || !md->is_object()) throw InputError("R: a vertex has no metadata");
         const json::Value *paths = md->find("paths");
-        const json::Value *cp = paths ? paths->find("containment") : nullptr;
-        if (!cp || !cp->is_string()) throw InputError("R: a vertex has no containment path");
+        // Vertices are named by their path in the dominant subsystem.
+        const std::string &dom = g_->subsystem();
+        const json::Value *cp = paths ? paths->find(dom) : nullptr;
+        if (!cp || !cp->is_string()) throw InputError("R: a vertex has no " + dom + " path");
         int v = g_->find_path(cp->as_string());
         if (v < 0) throw NotFoundError("R: no vertex at path " + cp->as_string());
         // A rank that disagrees with the graph means R describes another vertex.
@@ -216,17 +221,22 @@ bool Matcher::partial_cancel(int64_t jobid, const std::vector<std::string> &path
     return full;
 }
 
-bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R) {
-    std::vector<std::string> paths;
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        for (auto &kv : read_r_amounts(R)) paths.push_back(std::string(g_->vertices[static_cast<size_t>(kv.first)].path));
-    }
-    // Only release the vertices named, not their subtrees.
+bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R, const std::string &format) {
+    if (format != "jgf" && format != "rv1exec")
+        throw InputError("partial cancel: R format must be jgf or rv1exec, not '" + format + "'");
     std::lock_guard<std::mutex> lk(mu_);
     auto it = jobs_.find(jobid);
     if (it == jobs_.end() || it->second.state == "CANCELED")
         throw NotFoundError("nonexistent job " + std::to_string(jobid));
+    if (it->second.state == "RESERVED") throw StateError("partial cancel of a reservation is not supported");
+    std::vector<int> release = format == "rv1exec" ? rank_holdings(jobid, R) : named_holdings(jobid, R);
+    bool full = false;
+    trav_->partial_cancel(jobid, release, full);
+    if (full) it->second.state = "CANCELED";
+    return full;
+}
+
+std::vector<int> Matcher::named_holdings(int64_t jobid, const std::string &R) const {
     // flux-sched releases exactly the vertices R names, each holding of the
     // job on its own. A named vertex is only released together with every
     // vertex under it that still holds the job: releasing an ancestor alone
@@ -234,7 +244,7 @@ bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R) {
     // job's tags off above holdings that stay planned, and they could then
     // never be cancelled. Such vertices are left as they are.
     std::set<int> named;
-    for (const auto &p : paths) named.insert(vertex_at(p));
+    for (auto &kv : read_r_amounts(R)) named.insert(kv.first);
     std::map<int, bool> whole;  // named vertex -> its held subtree is all named
     std::function<bool(int)> covered = [&](int v) -> bool {
         if (auto w = whole.find(v); w != whole.end()) return w->second;
@@ -253,10 +263,31 @@ bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R) {
     std::vector<int> release;
     for (int v : named)
         if (g_->vertices[static_cast<size_t>(v)].tags.count(jobid) && covered(v)) release.push_back(v);
-    bool full = false;
-    trav_->partial_cancel(jobid, release, full);
-    if (full) it->second.state = "CANCELED";
-    return full;
+    return release;
+}
+
+std::vector<int> Matcher::rank_holdings(int64_t jobid, const std::string &R) const {
+    // As flux-sched's rv1exec reader: every vertex of a listed rank that
+    // holds the job. A rank the graph lacks, or where the job holds nothing,
+    // is an error, found before anything is released.
+    std::set<int64_t> ranks = r_lite_ranks(R);
+    std::map<int64_t, std::vector<int>> held;  // rank -> its vertices holding the job
+    std::set<int64_t> present;
+    for (size_t i = 0; i < g_->vertices.size(); ++i) {
+        const Vertex &v = g_->vertices[i];
+        if (v.removed || !ranks.count(v.rank)) continue;
+        present.insert(v.rank);
+        if (v.tags.count(jobid)) held[v.rank].push_back(static_cast<int>(i));
+    }
+    std::vector<int> release;
+    for (int64_t r : ranks) {
+        if (!present.count(r)) throw NotFoundError("R: no vertex of rank " + std::to_string(r));
+        auto h = held.find(r);
+        if (h == held.end())
+            throw InputError("R: job " + std::to_string(jobid) + " holds nothing on rank " + std::to_string(r));
+        release.insert(release.end(), h->second.begin(), h->second.end());
+    }
+    return release;
 }
 
 std::optional<JobRecord> Matcher::info(int64_t jobid) const {
@@ -326,7 +357,7 @@ void Matcher::remove(const std::string &path) {
     for (int x : sub) {
         const Vertex &vx = g_->vertices[static_cast<size_t>(x)];
         if (!vx.reservations.empty())
-            throw StateError("remove: " + std::string(vx.path) + " holds a reservation; cancel it first");
+            throw StateError("remove: " + std::string(g_->some_path(x)) + " holds a reservation; cancel it first");
         for (const auto &kv : vx.allocations) held.insert(kv.first);
     }
     // Jobs running on the removed part keep the rest of their allocation;
@@ -345,16 +376,22 @@ void Matcher::remove_ranks(const std::string &idset) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         for (int64_t r : parse_idset(idset)) {
-            // A rank's vertices form a subtree; its root has the shortest path.
+            // A rank's vertices form a subtree of the dominant subsystem; its
+            // root has the shortest path there.
             int best = -1;
+            std::string_view best_path;
             for (size_t i = 0; i < g_->vertices.size(); ++i) {
                 const Vertex &v = g_->vertices[i];
                 if (v.removed || v.rank != r) continue;
-                if (best < 0 || v.path.size() < g_->vertices[static_cast<size_t>(best)].path.size())
+                std::string_view p = g_->path_in(static_cast<int>(i), g_->subsystem());
+                if (p.empty()) continue;
+                if (best < 0 || p.size() < best_path.size()) {
                     best = static_cast<int>(i);
+                    best_path = p;
+                }
             }
             if (best < 0) throw NotFoundError("no vertex of rank " + std::to_string(r));
-            roots.push_back(std::string(g_->vertices[static_cast<size_t>(best)].path));
+            roots.push_back(std::string(best_path));
         }
     }
     for (const auto &p : roots) remove(p);
@@ -376,10 +413,11 @@ std::pair<unsigned, unsigned> Matcher::traversal_counts() const {
 std::vector<Matcher::Usage> Matcher::usage() const {
     std::lock_guard<std::mutex> lk(mu_);
     std::vector<Usage> out;
-    for (const auto &v : g_->vertices) {
+    for (size_t i = 0; i < g_->vertices.size(); ++i) {
+        const Vertex &v = g_->vertices[i];
         if (v.removed) continue;
         int64_t free_now = v.plans.avail_at(0);
-        out.push_back({std::string(v.path), g_->types.name(v.type), std::string(v.name), v.size, v.size - (free_now < 0 ? 0 : free_now)});
+        out.push_back({std::string(g_->some_path(static_cast<int>(i))), g_->types.name(v.type), std::string(v.name), v.size, v.size - (free_now < 0 ? 0 : free_now)});
     }
     return out;
 }

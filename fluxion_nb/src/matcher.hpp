@@ -23,6 +23,9 @@ struct MatcherOptions {
     std::string match_format = "jgf";
     std::set<std::string> partial_pool_types;
     std::string traverser = "simple";  // simple | flexible (or-slots, xor_slot)
+    // resource-query's -S name (see subsystems.hpp). Matching walks the
+    // dominant subsystem's tree; the others named are not walked.
+    std::string subsystems = "CA";
 };
 
 struct AllocatedVertex {
@@ -80,7 +83,10 @@ class Matcher {
     // Release the part of a job held under each given vertex path; returns
     // true when the job is gone entirely.
     bool partial_cancel(int64_t jobid, const std::vector<std::string> &paths);
-    bool partial_cancel_r(int64_t jobid, const std::string &R);
+    // Release the part of a job an R describes, read as resource-query's
+    // partial-cancel reads it: "jgf" (the vertices of R's JGF graph) or
+    // "rv1exec" (every vertex of R_lite's broker ranks).
+    bool partial_cancel_r(int64_t jobid, const std::string &R, const std::string &format = "jgf");
 
     std::optional<JobRecord> info(int64_t jobid) const;
     std::vector<JobRecord> jobs() const;
@@ -132,6 +138,8 @@ class Matcher {
     int vertex_at(const std::string &path) const;
     void fill_vertices(const Emission &em, MatchResult &r) const;
     std::map<int, std::pair<int64_t, bool>> read_r_amounts(const std::string &R) const;
+    std::vector<int> named_holdings(int64_t jobid, const std::string &R) const;
+    std::vector<int> rank_holdings(int64_t jobid, const std::string &R) const;
 };
 
 }  // namespace fluxion

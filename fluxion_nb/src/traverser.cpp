@@ -90,7 +90,8 @@ void Traverser::prime_filter(int u, std::map<int, int64_t> &to_parent) {
     Vertex &x = V(u);
     mark(u);
     accum_if(x.type, x.size, to_parent);
-    if (x.out_edges.empty()) {
+    // A leaf has no out-edges in any subsystem (as flux-sched counts them).
+    if (x.out_edges.empty() && !x.foreign_children) {
         if (!is_pruning_type(x.type)) {
             set_pruning_type(g_.types.cluster, x.type);
             accum_if(x.type, x.size, to_parent);
@@ -1036,44 +1037,25 @@ bool Traverser::partial_cancel(int64_t jobid, const std::vector<int> &release, b
                 x.subplan->rem_span(it->second);
                 x.job2span.erase(it);
             }
-        if (amount > 0 && is_pruning_type(x.type))
-            for (int p = g_.parent(v); p >= 0; p = g_.parent(p)) minus[p][x.type] += amount;
+        for (int p = g_.parent(v); p >= 0; p = g_.parent(p)) minus[p][x.type] += amount;
     }
+    // As flux-sched: an ancestor keeps the job's tag until its aggregate
+    // span of the job is reduced to nothing. One that tracks no aggregate,
+    // or holds no span of the job, keeps the tag (and the job stays).
     for (auto &kv : minus) {
         Vertex &a = V(kv.first);
-        if (!a.subplan) continue;
+        if (!a.tags.count(jobid) || !a.subplan) continue;
         auto it = a.job2span.find(jobid);
         if (it == a.job2span.end()) continue;
-        std::vector<int64_t> amounts = relevant_counts(*a.subplan, kv.second);
         bool removed = false;
-        a.subplan->reduce_span(it->second, amounts, removed);
-        if (removed) a.job2span.erase(it);
-    }
-    // An ancestor whose whole subtree no longer holds anything of the job
-    // drops its tag and exclusivity mark.
-    std::vector<int> order;
-    if (g_.root >= 0) g_.subtree(g_.root, order);
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-        Vertex &x = V(*it);
-        if (!x.tags.count(jobid)) continue;
-        if (x.allocations.count(jobid) || x.reservations.count(jobid)) continue;
-        bool child_holds = false;
-        for (int e : x.out_edges)
-            if (V(E(e).target).tags.count(jobid)) {
-                child_holds = true;
-                break;
-            }
-        if (child_holds) continue;
-        x.tags.erase(jobid);
-        if (auto s = x.x_spans.find(jobid); s != x.x_spans.end()) {
-            x.x_checker.rem_span(s->second);
-            x.x_spans.erase(s);
+        a.subplan->reduce_span(it->second, relevant_counts(*a.subplan, kv.second), removed);
+        if (!removed) continue;
+        a.job2span.erase(it);
+        a.tags.erase(jobid);
+        if (auto s = a.x_spans.find(jobid); s != a.x_spans.end()) {
+            a.x_checker.rem_span(s->second);
+            a.x_spans.erase(s);
         }
-        if (x.subplan)
-            if (auto s = x.job2span.find(jobid); s != x.job2span.end()) {
-                x.subplan->rem_span(s->second);
-                x.job2span.erase(s);
-            }
     }
     full = g_.root < 0 || !V(g_.root).tags.count(jobid);
     return true;

@@ -52,8 +52,9 @@ json::Value jgf_value(const Graph &g, const Emission &em) {
         if (ev.exclusive) md.set("exclusive", json::Value::make_bool(true));
         if (ev.needs != 1) md.set("size", json::Value::make_int(ev.needs));
         json::Value paths = json::Value::make_object();
-        paths.set("containment", json::Value::make_string(std::string(v.path)));
-        for (const auto &kv : v.other_paths) paths.set(kv.first, json::Value::make_string(kv.second));
+        for (const std::string &ss : g.subsystems)
+            if (std::string_view p = g.path_in(ev.vertex, ss); !p.empty())
+                paths.set(ss, json::Value::make_string(std::string(p)));
         md.set("paths", paths);
         auto af = em.agfilter.find(ev.vertex);
         if (af != em.agfilter.end()) {
@@ -74,6 +75,11 @@ json::Value jgf_value(const Graph &g, const Emission &em) {
                             std::to_string(g.vertices[static_cast<size_t>(ed.source)].uniq_id)));
         o.set("target", json::Value::make_string(
                             std::to_string(g.vertices[static_cast<size_t>(ed.target)].uniq_id)));
+        if (g.subsystem() != "containment") {
+            json::Value m = json::Value::make_object();
+            m.set("subsystem", json::Value::make_string(g.subsystem()));
+            o.set("metadata", m);
+        }
         edges.push(o);
     }
     json::Value graph = json::Value::make_object();
