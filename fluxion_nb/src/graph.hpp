@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "lazy.hpp"
@@ -47,7 +48,7 @@ struct Vertex {
     Status status = Status::Up;
     bool partial_pool = false;  // slots take exactly their count from this pool
     bool removed = false;
-    int parent_edge = -1;
+    int parent_edge = -1;  // first containment in-edge (others make it shared)
     std::string_view basename;
     std::string_view name;
     std::string_view unit;
@@ -142,8 +143,13 @@ class Graph {
 
     void set_status(int v, Status s);
 
+    // True once some vertex has more than one containment parent (the
+    // containment graph is then a DAG, not a tree).
+    bool has_shared_children() const { return shared_children_; }
+
    private:
     GraphOptions opts_;
+    bool shared_children_ = false;
     struct KeyOf {
         const std::vector<std::string_view> *keys;
         std::string_view operator()(int v) const { return (*keys)[static_cast<size_t>(v)]; }
@@ -154,6 +160,7 @@ class Graph {
     void index_vertex(int v);
     void unindex_vertex(int v);
     void add_edge(int src, int tgt);
+    void reject_shared_cycles(const std::vector<std::pair<int, int>> &links, int first_new) const;
 };
 
 }  // namespace fluxion

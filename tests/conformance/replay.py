@@ -17,6 +17,8 @@ from pathlib import Path
 
 from fluxion_nb import cli
 
+from . import grug_associations
+
 DEFAULT_FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "fluxion"
 
 
@@ -69,6 +71,10 @@ def replay_case(case: dict, fx: Path) -> CaseResult:
             graph = _graph_for(fx, q["load_file"], q.get("load_format") or "grug")
             if graph is None:
                 return CaseResult(tf, name, False, f"no JGF graph for {q['load_file']}")
+            if q["load_file"].endswith(".graphml"):
+                graph = grug_associations.restore(
+                    fx / q["load_file"], graph, Path(tmp) / f"twin-{graph.name}"
+                )
             cmds = (fx / q["cmds_file"]).read_text().replace("@TEST_SRCDIR@", str(fx))
             cmd_path = Path(tmp) / "cmds"
             cmd_path.write_text(cmds)
