@@ -56,7 +56,9 @@ def restore(graphml: Path, twin: Path, dest: Path) -> Path:
         for s in by_type.get(src_type, []):
             for t in by_type.get(tgt_type, []):
                 if (s, t) not in have:
-                    edges.append({"source": s, "target": t, "metadata": {"subsystem": "containment"}})
+                    edges.append(
+                        {"source": s, "target": t, "metadata": {"subsystem": "containment"}}
+                    )
                     have.add((s, t))
                     added += 1
     if not added:
