@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 _NS = {"g": "http://graphml.graphdrawing.org/xmlns"}
 
@@ -44,7 +45,7 @@ def restore(graphml: Path, twin: Path, dest: Path) -> Path:
     doc = json.loads(twin.read_text())
     nodes, edges = doc["graph"]["nodes"], doc["graph"]["edges"]
 
-    def uniq(n: dict) -> int:
+    def uniq(n: dict[str, Any]) -> int:
         return int(n["metadata"].get("uniq_id", n["id"]))
 
     by_type: dict[str, list[str]] = {}
