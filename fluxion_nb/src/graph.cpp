@@ -378,6 +378,10 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         // only asked about keys already present.
         if (new_keys.insert(p.key, static_cast<int>(pend.size())) != static_cast<int>(pend.size()))
             throw InputError(where.str() + ": duplicate vertex id");
+        // A root path other than the graph's is a second root, whatever its id.
+        if (attach && root >= 0 && is_root_path(v.path) && vertices[static_cast<size_t>(root)].path != v.path)
+            throw InputError(std::string(kDuplicateRoot) + " " + std::string(v.path) + ": the graph's root is " +
+                             std::string(vertices[static_cast<size_t>(root)].path));
         int known = attach ? key_to_vertex_.find(p.key) : -1;
         if (known >= 0) {
             // Attaching a subgraph that names existing vertices (the path
@@ -424,7 +428,7 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         throw InputError(roots == 0 ? "JGF: no containment root (a vertex whose path is '/<name>')"
                                     : "JGF: more than one containment root");
     if (attach && (roots > 0 && root >= 0))
-        throw InputError("JGF: an attached subgraph cannot add a second root");
+        throw InputError(std::string(kDuplicateRoot) + ": an attached subgraph cannot add a second root");
 
     // Vertex of a key known to be in the document or the graph.
     struct PendingEdge {

@@ -22,6 +22,10 @@ namespace fluxion {
 
 constexpr int64_t kXCheckerJobs = int64_t{1} << 30;
 
+// Start of the error a JGF document gets when it brings a second root
+// (resource-query reports that case in words of its own).
+constexpr const char *kDuplicateRoot = "JGF: duplicate containment root";
+
 // Resource types are interned: each graph numbers type names in the order
 // flux-sched's interner would, and that number is the type's sort order.
 class TypeTable {
