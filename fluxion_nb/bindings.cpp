@@ -98,6 +98,7 @@ NB_MODULE(_core, m) {
         .def("get_status", &Matcher::get_status, nb::arg("path"))
         .def("set_property", &Matcher::set_property, nb::arg("path"), nb::arg("key"), nb::arg("value"))
         .def("get_property", &Matcher::get_property, nb::arg("path"))
+        .def("uniq_id", &Matcher::uniq_id, nb::arg("path"))
         .def("attach", &Matcher::attach, nb::arg("jgf"), nb::call_guard<nb::gil_scoped_release>())
         .def("remove", &Matcher::remove, nb::arg("path"), nb::call_guard<nb::gil_scoped_release>())
         .def("remove_ranks", &Matcher::remove_ranks, nb::arg("idset"), nb::call_guard<nb::gil_scoped_release>())
@@ -110,4 +111,6 @@ NB_MODULE(_core, m) {
         .def_prop_rw("match_format", &Matcher::match_format, &Matcher::set_match_format);
 
     m.def("policies", &Policy::names);
+    // How the reader's error for a JGF bringing a second root begins.
+    m.attr("DUPLICATE_ROOT_ERROR") = kDuplicateRoot;
 }

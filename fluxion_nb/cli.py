@@ -15,6 +15,12 @@ from fluxion_nb.jobspec import to_json
 
 _OPS = set(get_args(MatchOp))
 _BAR = "INFO: ============================="
+# resource-query's reader words a second root in an attached JGF like this.
+_DUPLICATE_ROOT = _core.DUPLICATE_ROOT_ERROR
+_RQ_DUPLICATE_ROOT = (
+    "add_graph_metadata: failed to add root metadata for containment subsystem. "
+    "Possible duplicate root."
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -181,10 +187,7 @@ class Session:
             print(f"INFO: Max. Match Time: {max(times) if times else 0:g}")
             print(f"INFO: Avg. Match Time: {sum(times) / len(times) if times else 0:g}")
         elif cmd in ("attach", "j"):
-            try:
-                self.m.attach(Path(args[1]).read_text())
-            except (InputError, StateError, OSError, IndexError) as exc:
-                print(f"ERROR: {exc}", file=sys.stderr)
+            self._attach(args)
         elif cmd == "remove":
             self._remove(args)
         elif cmd in ("cat", "a"):
@@ -236,6 +239,28 @@ class Session:
         if len(args) == 5 and args[4] == "stats":
             # A partial cancel releases vertices directly, without a walk.
             self._stats("PARTIAL CANCEL", 0, 0)
+
+    def _attach(self, args: list[str]) -> None:
+        if len(args) != 2:
+            print("ERROR: malformed command", file=sys.stderr)
+            return
+        try:
+            text = Path(args[1]).read_text()
+        except OSError:
+            print(f"ERROR: can't open {args[1]}", file=sys.stderr)
+            return
+        try:
+            self.m.attach(text)
+        except (InputError, StateError) as exc:
+            # resource-query's report: its own line, the API's, then the reader's.
+            why = str(exc)
+            if why.startswith(_DUPLICATE_ROOT):
+                why = _RQ_DUPLICATE_ROOT
+            sys.stderr.write(
+                "ERROR: can't attach JGF subgraph \n"
+                "ERROR: add_subgraph: ERROR: add subgraph error: Invalid argument\n"
+                f"add_subgraph: ERROR: reader returned error: {why}\n\n\n"
+            )
 
     def _remove(self, args: list[str]) -> None:
         # remove <path> true | remove <rank idset> false
@@ -322,7 +347,8 @@ class Session:
             self.out.write(f"Could not find path {args[1]} in resource graph.\n")
             return
         if not props:
-            self.out.write(f"No properties were found for {args[1]}.\n")
+            uid = self.m.uniq_id(args[1])
+            self.out.write(f"No properties were found for {args[1]} (vtx's uniq_id={uid}).\n")
         for k, v in sorted(props.items()):
             self.out.write(f"{k}={v}\n")
 

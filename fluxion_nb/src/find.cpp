@@ -186,9 +186,15 @@ struct Walk {
     const Graph &g;
     const FindCriteria &c;
     Emission &out;
+    // Vertices already walked, when some have several parents (else empty).
+    std::vector<char> seen;
 
     // Returns how many vertices of u's subtree were emitted (u included).
     int64_t visit(int u, FindCriteria::Inherited in, int level) {
+        if (!seen.empty()) {
+            if (seen[static_cast<size_t>(u)]) return 0;
+            seen[static_cast<size_t>(u)] = 1;
+        }
         const Vertex &vx = g.vertices[static_cast<size_t>(u)];
         in.down = in.down || vx.status == Status::Down;
         in.allocated = in.allocated || !vx.allocations.empty();
@@ -251,7 +257,8 @@ bool FindCriteria::eval(const Graph &g, int v, const Inherited &in) const { retu
 Emission find_vertices(const Graph &g, const FindCriteria &c) {
     Emission em;
     if (g.root < 0) return em;
-    Walk w{g, c, em};
+    Walk w{g, c, em, {}};
+    if (g.has_shared_children()) w.seen.assign(g.vertices.size(), 0);
     w.visit(g.root, {}, 1);
     return em;
 }

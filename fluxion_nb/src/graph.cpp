@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
+#include <utility>
 #include <string_view>
 #include <unordered_set>
 
@@ -67,9 +69,24 @@ std::string_view Graph::some_path(int v) const {
 }
 
 void Graph::subtree(int v, std::vector<int> &out) const {
-    out.push_back(v);
-    for (int e : vertices[static_cast<size_t>(v)].out_edges)
-        subtree(edges[static_cast<size_t>(e)].target, out);
+    if (!shared_children_) {
+        out.push_back(v);
+        for (int e : vertices[static_cast<size_t>(v)].out_edges)
+            subtree(edges[static_cast<size_t>(e)].target, out);
+        return;
+    }
+    // A vertex with several containment parents is listed once.
+    std::vector<char> seen(vertices.size(), 0);
+    std::vector<int> stack{v};
+    while (!stack.empty()) {
+        int x = stack.back();
+        stack.pop_back();
+        if (seen[static_cast<size_t>(x)]) continue;
+        seen[static_cast<size_t>(x)] = 1;
+        out.push_back(x);
+        const auto &oe = vertices[static_cast<size_t>(x)].out_edges;
+        for (auto it = oe.rbegin(); it != oe.rend(); ++it) stack.push_back(edges[static_cast<size_t>(*it)].target);
+    }
 }
 
 namespace {
@@ -204,17 +221,56 @@ void Graph::resort_outedge(int v, int e) {
 
 void Graph::add_edge(int src, int tgt) {
     Vertex &t = vertices[static_cast<size_t>(tgt)];
-    if (t.parent_edge >= 0)
-        throw InputError("JGF edge " + std::string(vertices[static_cast<size_t>(src)].name) + " -> " +
-                         std::string(t.name) + ": vertex already has a " + opts_.subsystem + " parent");
     int e = static_cast<int>(edges.size());
     Edge ed;
     ed.source = src;
     ed.target = tgt;
     edges.push_back(ed);
-    t.parent_edge = e;
+    // The first containment edge stays the vertex's parent (as Fluxion's
+    // first in-edge); later ones make it shared by several parents.
+    if (t.parent_edge < 0)
+        t.parent_edge = e;
+    else
+        shared_children_ = true;
     vertices[static_cast<size_t>(src)].out_edges.push_back(e);
     resort_outedge(src, e);
+}
+
+void Graph::reject_shared_cycles(const std::vector<std::pair<int, int>> &pedges, int first_new) const {
+    // Every new vertex reaches the root by its first parents; with more
+    // parents a loop can still close through the others. Colour depth-first
+    // over the new vertices: reaching one still on the path is a loop.
+    size_t n = vertices.size() - static_cast<size_t>(first_new);
+    std::vector<std::vector<int>> kids(n);
+    for (const auto &pe : pedges)
+        if (pe.first >= first_new && pe.second >= first_new)
+            kids[static_cast<size_t>(pe.first - first_new)].push_back(pe.second - first_new);
+    enum : char { kWhite = 0, kGray = 1, kBlack = 2 };
+    std::vector<char> color(n, kWhite);
+    std::vector<std::pair<int, size_t>> stack;  // vertex, next child index
+    for (size_t s = 0; s < n; ++s) {
+        if (color[s] != kWhite) continue;
+        stack.push_back({static_cast<int>(s), 0});
+        color[s] = kGray;
+        while (!stack.empty()) {
+            auto &[x, i] = stack.back();
+            const auto &ks = kids[static_cast<size_t>(x)];
+            if (i == ks.size()) {
+                color[static_cast<size_t>(x)] = kBlack;
+                stack.pop_back();
+                continue;
+            }
+            int k = ks[i++];
+            if (color[static_cast<size_t>(k)] == kGray)
+                throw InputError("JGF: vertex at path " +
+                                 std::string(vertices[static_cast<size_t>(k + first_new)].path) +
+                                 " is in a containment cycle; containment edges must not loop");
+            if (color[static_cast<size_t>(k)] == kWhite) {
+                color[static_cast<size_t>(k)] = kGray;
+                stack.push_back({k, 0});
+            }
+        }
+    }
 }
 
 std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
@@ -358,6 +414,10 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
         // only asked about keys already present.
         if (new_keys.insert(p.key, static_cast<int>(pend.size())) != static_cast<int>(pend.size()))
             throw InputError(where.str() + ": duplicate vertex id");
+        // A root path other than the graph's is a second root, whatever its id.
+        if (attach && root >= 0 && is_root_path(v.path) && vertices[static_cast<size_t>(root)].path != v.path)
+            throw InputError(std::string(kDuplicateRoot) + " " + std::string(v.path) + ": the graph's root is " +
+                             std::string(vertices[static_cast<size_t>(root)].path));
         int known = attach ? key_to_vertex_.find(p.key) : -1;
         if (known >= 0) {
             // Attaching a subgraph that names existing vertices (the path
@@ -423,7 +483,7 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
     if (!attach && roots != 1)
         throw InputError("JGF: no " + dom + " root (a vertex whose " + dom + " path is '/<name>')");
     if (attach && (roots > 0 && root >= 0))
-        throw InputError("JGF: an attached subgraph cannot add a second root");
+        throw InputError(std::string(kDuplicateRoot) + ": an attached subgraph cannot add a second root");
 
     // Vertex of a key known to be in the document or the graph.
     struct PendingEdge {
@@ -433,6 +493,8 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
     std::vector<int> foreign_parents;  // sources of edges in other subsystems
     // Dominant-subsystem parent of each new vertex (index - first_new), -1 if none.
     std::vector<int> new_parent(vertices.size() - static_cast<size_t>(first_new), -1);
+    bool shared = false;  // some new vertex has more than one parent
+    std::set<std::pair<int, int>> extra_parent_edges;
     if (edges_v) {
         pedges.reserve(edges_v->size());
         size_t j = 0;
@@ -489,10 +551,19 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
             if (!is_tgt_new && src_v >= first_new)
                 throw InputError(where.str() + ": vertex '" + std::string(tgt) +
                                  "' is already in the graph; a new vertex cannot contain it");
-            if (is_tgt_new && pend[static_cast<size_t>(tgt_new)].parents++ > 0)
-                throw InputError(where.str() + ": vertex '" + std::string(tgt) + "' has two " + dom +
-                                 " parents");
-            if (is_tgt_new) new_parent[static_cast<size_t>(tgt_v - first_new)] = src_v;
+            if (is_tgt_new) {
+                // A vertex may have several containment parents (storage shared
+                // by levels, as GRUG's associations build); the first is its parent.
+                if (pend[static_cast<size_t>(tgt_new)].parents++ == 0) {
+                    new_parent[static_cast<size_t>(tgt_v - first_new)] = src_v;
+                } else {
+                    shared = true;
+                    if (new_parent[static_cast<size_t>(tgt_v - first_new)] == src_v ||
+                        !extra_parent_edges.insert({src_v, tgt_v}).second)
+                        throw InputError(where.str() + ": containment edge " + std::string(src) + " -> " +
+                                         std::string(tgt) + " is given twice");
+                }
+            }
             pedges.push_back(PendingEdge{src_v, tgt_v});
         }
     }
@@ -524,6 +595,12 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
             }
             for (int c : chain) state[static_cast<size_t>(c - first_new)] = kReaches;
         }
+    }
+    if (shared) {
+        std::vector<std::pair<int, int>> links;
+        links.reserve(pedges.size());
+        for (const auto &pe : pedges) links.push_back({pe.src, pe.tgt});
+        reject_shared_cycles(links, first_new);
     }
 
     // Commit.
@@ -618,6 +695,19 @@ std::vector<int> Graph::detach_subtree(int v) {
         key_to_vertex_.erase(vertex_key_[static_cast<size_t>(x)]);
         vertices[static_cast<size_t>(x)].removed = true;
         for (int e : vertices[static_cast<size_t>(x)].out_edges) edges[static_cast<size_t>(e)].removed = true;
+    }
+    if (shared_children_) {
+        // A removed vertex may also hang under a parent that stays.
+        for (size_t k = 0; k < edges.size(); ++k) {
+            Edge &e = edges[k];
+            if (e.removed || !vertices[static_cast<size_t>(e.target)].removed) continue;
+            Vertex &par = vertices[static_cast<size_t>(e.source)];
+            int ei = static_cast<int>(k);
+            par.out_edges.erase(std::remove(par.out_edges.begin(), par.out_edges.end(), ei), par.out_edges.end());
+            par.by_outedges.erase(std::remove(par.by_outedges.begin(), par.by_outedges.end(), ei),
+                                  par.by_outedges.end());
+            e.removed = true;
+        }
     }
     if (v == root) root = -1;
     return sub;

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "lazy.hpp"
@@ -21,6 +22,10 @@
 namespace fluxion {
 
 constexpr int64_t kXCheckerJobs = int64_t{1} << 30;
+
+// Start of the error a JGF document gets when it brings a second root
+// (resource-query reports that case in words of its own).
+constexpr const char *kDuplicateRoot = "JGF: duplicate containment root";
 
 // Resource types are interned: each graph numbers type names in the order
 // flux-sched's interner would, and that number is the type's sort order.
@@ -51,7 +56,7 @@ struct Vertex {
     // Has out-edges in a subsystem other than the dominant one. flux-sched
     // counts those when it decides whether a vertex is a leaf.
     bool foreign_children = false;
-    int parent_edge = -1;  // in the dominant subsystem
+    int parent_edge = -1;  // first in-edge of the dominant subsystem (others make it shared)
     std::string_view basename;
     std::string_view name;
     std::string_view unit;
@@ -157,8 +162,13 @@ class Graph {
 
     void set_status(int v, Status s);
 
+    // True once some vertex has more than one containment parent (the
+    // containment graph is then a DAG, not a tree).
+    bool has_shared_children() const { return shared_children_; }
+
    private:
     GraphOptions opts_;
+    bool shared_children_ = false;
     struct KeyOf {
         const std::vector<std::string_view> *keys;
         std::string_view operator()(int v) const { return (*keys)[static_cast<size_t>(v)]; }
@@ -172,6 +182,7 @@ class Graph {
     void index_vertex(int v);
     void unindex_vertex(int v);
     void add_edge(int src, int tgt);
+    void reject_shared_cycles(const std::vector<std::pair<int, int>> &links, int first_new) const;
 };
 
 }  // namespace fluxion

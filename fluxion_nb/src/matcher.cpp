@@ -342,6 +342,11 @@ std::map<std::string, std::string> Matcher::get_property(const std::string &path
     return g_->vertices[static_cast<size_t>(vertex_at(path))].properties.get();
 }
 
+int64_t Matcher::uniq_id(const std::string &path) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return g_->vertices[static_cast<size_t>(vertex_at(path))].uniq_id;
+}
+
 void Matcher::attach(const std::string &jgf) {
     std::lock_guard<std::mutex> lk(mu_);
     g_->attach_jgf(jgf);

@@ -97,6 +97,8 @@ class Matcher {
     bool get_status(const std::string &path) const;
     void set_property(const std::string &path, const std::string &key, const std::string &value);
     std::map<std::string, std::string> get_property(const std::string &path) const;
+    // The graph-wide unique id of the vertex at `path` (NotFoundError if none).
+    int64_t uniq_id(const std::string &path) const;
 
     // Grow: add a JGF subgraph; shrink: remove a subtree (jobs on it keep the
     // rest of their allocation; a reservation there must be cancelled first).

@@ -19,7 +19,7 @@ Planner &Planner::operator=(const Planner &o) {
 Planner::State &Planner::state() {
     if (!st_) {
         st_ = std::make_unique<State>();
-        st_->points.push_back({start_, total_, 1});
+        st_->points.push_back({start_, total_, 1, total_});
     }
     return *st_;
 }
@@ -62,9 +62,24 @@ size_t Planner::point_at(int64_t at) {
         pts[i].refs++;
         return i;
     }
-    Point p{at, pts[i].remaining, 1};
+    Point p{at, pts[i].remaining, 1, pts[i].remaining};
     pts.insert(pts.begin() + static_cast<long>(i) + 1, p);
     return i + 1;
+}
+
+void Planner::reindex(size_t from, size_t to) {
+    auto &pts = st_->points;
+    for (size_t i = from; i < to && i < pts.size(); ++i) pts[i].indexed = pts[i].remaining;
+}
+
+void Planner::refresh_seen() {
+    if (!st_ || !st_->any_seen) return;
+    for (auto &p : st_->points)
+        if (p.seen) {
+            p.indexed = p.remaining;
+            p.seen = false;
+        }
+    st_->any_seen = false;
 }
 
 void Planner::release_point(size_t idx) {
@@ -77,10 +92,12 @@ int64_t Planner::add_span(int64_t at, int64_t duration, int64_t request) {
         return -1;
     if (!fits_during(at, duration, request)) return -1;
     State &st = state();
+    refresh_seen();
     size_t s = point_at(at);
     size_t e = point_at(at + duration);  // may shift nothing before s
     s = state_index(at);
     for (size_t i = s; i < e; ++i) st.points[i].remaining -= request;
+    reindex(s, e);
     int64_t id = st.next_span++;
     st.spans[id] = Span{at, at + duration, request};
     st.iter_set = false;
@@ -94,9 +111,11 @@ bool Planner::rem_span(int64_t span_id) {
     if (it == st.spans.end()) return false;
     Span sp = it->second;
     st.spans.erase(it);
+    refresh_seen();
     size_t s = state_index(sp.start);
     size_t e = state_index(sp.last);
     for (size_t i = s; i < e; ++i) st.points[i].remaining += sp.planned;
+    reindex(s, e);
     // Release the end point first so the start index stays valid.
     release_point(e);
     release_point(state_index(sp.start));
@@ -116,9 +135,11 @@ bool Planner::reduce_span(int64_t span_id, int64_t amount, bool &removed) {
         removed = true;
         return rem_span(span_id);
     }
+    refresh_seen();
     size_t s = state_index(sp.start);
     size_t e = state_index(sp.last);
     for (size_t i = s; i < e; ++i) st.points[i].remaining += amount;
+    reindex(s, e);
     sp.planned -= amount;
     st.iter_set = false;
     return true;
@@ -135,27 +156,33 @@ void Planner::reset() {
     // Span ids keep counting up, so an id from before the reset stays unknown.
     st_->spans.clear();
     st_->points.clear();
-    st_->points.push_back({start_, total_, 1});
+    st_->points.push_back({start_, total_, 1, total_});
     st_->iter_set = false;
+    st_->any_seen = false;
 }
 
 void Planner::set_total(int64_t total) {
     int64_t delta = total - total_;
+    if (delta == 0) return;
+    // The index keeps the old amounts (see Point), so the points must exist.
+    state();
     total_ = total;
-    if (!st_) return;
     for (auto &p : st_->points) p.remaining += delta;
     st_->iter_set = false;
 }
 
 int64_t Planner::iterate() {
     State &st = *st_;
-    const auto &pts = st.points;
+    auto &pts = st.points;
     while (st.iter_pos < pts.size()) {
-        const Point &p = pts[st.iter_pos++];
-        if (p.at < st.iter_after || p.remaining < st.iter_request) continue;
-        // The window must stay within capacity from this point on.
+        Point &p = pts[st.iter_pos++];
+        // Candidates come from the index; the window is checked on what is free.
+        if (p.indexed < st.iter_request) continue;
+        p.seen = true;
+        st.any_seen = true;
+        if (p.at < st.iter_after) continue;
         bool ok = true;
-        for (size_t j = st.iter_pos; j < pts.size() && pts[j].at < p.at + st.iter_duration; ++j)
+        for (size_t j = st.iter_pos - 1; j < pts.size() && pts[j].at < p.at + st.iter_duration; ++j)
             if (pts[j].remaining < st.iter_request) {
                 ok = false;
                 break;
@@ -170,6 +197,7 @@ int64_t Planner::iterate() {
 int64_t Planner::avail_time_first(int64_t on_or_after, int64_t duration, int64_t request) {
     if (on_or_after < start_ || on_or_after >= end_ || duration < 1 || request > total_) return -1;
     State &st = state();
+    refresh_seen();
     st.iter_pos = 0;
     st.iter_after = on_or_after;
     st.iter_duration = duration;

@@ -49,10 +49,16 @@ class Planner {
     int64_t avail_time_next();
 
    private:
+    // `indexed` is the free amount the earliest-fit search sees. Like
+    // Fluxion's min-time index it is refreshed when a span changes the
+    // point or a search has looked at it, but not when the capacity
+    // changes: after a grow, untouched points look as full as before.
     struct Point {
         int64_t at;
         int64_t remaining;
         int refs;
+        int64_t indexed;
+        bool seen = false;  // looked at by the current search
     };
     struct Span {
         int64_t start;
@@ -69,6 +75,7 @@ class Planner {
         size_t iter_pos = 0;
         int64_t iter_after = 0, iter_duration = 0, iter_request = 0;
         bool iter_set = false;
+        bool any_seen = false;
     };
     int64_t start_ = 0;
     int64_t end_ = 0;
@@ -79,6 +86,8 @@ class Planner {
     size_t state_index(int64_t at) const;  // last point with time <= at
     size_t point_at(int64_t at);          // find or create a point at time `at`
     void release_point(size_t idx);
+    void reindex(size_t from, size_t to);  // points [from, to) after a span change
+    void refresh_seen();                   // a new operation re-indexes what a search saw
     int64_t iterate();
 };
 

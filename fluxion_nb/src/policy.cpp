@@ -19,6 +19,8 @@ const std::map<std::string, std::string> &presets() {
         {"lonodex", "policy=low node_centric=true node_exclusive=true"},
         {"hinodex", "policy=high node_centric=true node_exclusive=true"},
         {"locality", "policy=high"},
+        // Lowest performance class first at every level (slots excepted).
+        {"variation", "policy=low"},
     };
     return p;
 }
@@ -36,6 +38,7 @@ Policy Policy::from_name(const std::string &name) {
     auto it = presets().find(name);
     std::string spec = it != presets().end() ? it->second : name;
     p.locality = name == "locality";
+    p.perf_class = name == "variation";
     bool have_policy = false;
     std::istringstream in(spec);
     std::string tok;
@@ -65,9 +68,29 @@ Policy Policy::from_name(const std::string &name) {
     }
     if (!have_policy)
         throw InputError("unknown match policy '" + name + "' (known: first, firstnodex, high, "
-                         "low, hinode, lonode, hinodex, lonodex, locality, or a custom "
+                         "low, hinode, lonode, hinodex, lonodex, locality, variation, or a custom "
                          "'policy=low|high ...' string)");
     return p;
+}
+
+int64_t perf_class_of(const std::map<std::string, std::string> &properties) {
+    constexpr int64_t kWorst = 9999;
+    auto it = properties.find("perf_class");
+    if (it == properties.end()) return kWorst;
+    // Read like std::stoi: optional blanks and sign, then leading digits.
+    const std::string &s = it->second;
+    size_t i = s.find_first_not_of(" \t\n\v\f\r");
+    if (i == std::string::npos) return kWorst;
+    bool neg = false;
+    if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
+    if (i >= s.size() || s[i] < '0' || s[i] > '9') return kWorst;
+    int64_t v = 0;
+    for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+        v = v * 10 + (s[i] - '0');
+        if (v > kWorst) return kWorst;  // also what an int overflow would give
+    }
+    if (neg && v != 0) return kWorst;
+    return v;
 }
 
 }  // namespace fluxion

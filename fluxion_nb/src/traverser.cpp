@@ -391,7 +391,8 @@ bool Traverser::finish_vtx(int u, const std::vector<Resource> &rs, Scoring &dfu)
         }
     }
     if (policy_.node_centric && t == g_.types.node) multilevel_scores_ -= node_factor_;
-    dfu.overall_score = score == kMatchMet ? score + multilevel_scores_ + V(u).id + 1 : score;
+    int64_t own = policy_.perf_class ? perf_class_of(V(u).properties.get()) : multilevel_scores_ + V(u).id + 1;
+    dfu.overall_score = score == kMatchMet ? score + own : score;
     if (score != kMatchMet) {
         errno_ = MatchErr::Busy;
         return false;
@@ -402,7 +403,10 @@ bool Traverser::finish_vtx(int u, const std::vector<Resource> &rs, Scoring &dfu)
 void Traverser::finish_slot(Scoring &dfu) {
     for (auto &kv : dfu.all()) {
         int type = kv.first;
-        with_cmp([&](auto cmp) { dfu.choose_accum_all(type, cmp); });
+        if (policy_.perf_class)  // variation bundles slots best score first
+            dfu.choose_accum_all(type, Greater{});
+        else
+            with_cmp([&](auto cmp) { dfu.choose_accum_all(type, cmp); });
     }
 }
 

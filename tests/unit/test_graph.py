@@ -112,3 +112,36 @@ def test_concurrent_matches_never_over_commit() -> None:
 def test_graph_accepts_jgf_text_and_reports_its_size() -> None:
     g = Graph.from_jgf(json.dumps(pooled_cluster(nodes=3)))
     assert g.stat() == {"vertices": 10, "edges": 9, "jobs": 0}
+
+
+def test_variation_policy_places_on_the_lowest_performance_class_first() -> None:
+    from fluxion_nb import _core
+
+    assert "variation" in _core.policies()
+    g = Graph(pooled_cluster(nodes=3), policy="variation")
+    assert g.policy == "variation"
+    g.set_property("/cluster/worker0", "perf_class", "7")
+    g.set_property("/cluster/worker1", "perf_class", "1")
+    # worker2 has no class, which counts as the worst. The class ranks the
+    # node vertices, so the request names the node level.
+    node_first = {
+        "version": 1,
+        "resources": [
+            {
+                "type": "node",
+                "count": 1,
+                "with": [
+                    {
+                        "type": "slot",
+                        "count": 1,
+                        "label": "t",
+                        "with": [{"type": "core", "count": 1}],
+                    }
+                ],
+            }
+        ],
+        "tasks": [{"command": ["x"], "slot": "t", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 60}},
+    }
+    order = [next(iter(g.match(node_first).by_node())) for _ in range(3)]
+    assert order == ["worker1", "worker0", "worker2"]

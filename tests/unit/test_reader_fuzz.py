@@ -387,7 +387,13 @@ def _jgf_case(name: str) -> str:
     elif name == "self_loop":
         edges.append({"source": "4", "target": "4"})
     elif name == "two_parents":
+        # core0 shared by node0 and socket0 (Fluxion allows several parents)
         edges.append({"source": "2", "target": "4"})
+    elif name == "shared_cycle":
+        # socket0 gets core0, its own child, as a second parent
+        edges.append({"source": "4", "target": "3"})
+    elif name == "repeated_edge":
+        edges.append({"source": "3", "target": "4"})
     elif name == "two_roots":
         nodes.append({"id": "99", "metadata": {"type": "cluster", "paths": {"containment": "/c2"}}})
     elif name == "no_root":
@@ -423,6 +429,7 @@ def _jgf_case(name: str) -> str:
         "duplicate_path",
         "self_loop",
         "two_parents",
+        "repeated_edge",
         "two_roots",
         "no_root",
         "orphan",
@@ -441,14 +448,14 @@ def test_structurally_broken_jgf_is_typed_error_or_a_working_graph(case: str) ->
         g = Graph(text)
     except TYPED:
         return
-    assert case in ("huge_size", "unicode", "int_ids"), f"{case} was accepted"
+    assert case in ("huge_size", "unicode", "int_ids", "two_parents"), f"{case} was accepted"
     r = g.match(SLOT_CORE, "allocate_with_satisfiability")
     if r.status == "allocated":
         g.cancel(r.jobid)
     assert held(g) == 0
 
 
-@pytest.mark.parametrize("case", ["cycle", "detached_cycle"])
+@pytest.mark.parametrize("case", ["cycle", "detached_cycle", "shared_cycle"])
 def test_containment_cycle_is_an_input_error(case: str) -> None:
     with pytest.raises(TYPED):
         Graph(_jgf_case(case))
