@@ -12,20 +12,14 @@
 #include "graph.hpp"
 #include "jobspec.hpp"
 #include "json.hpp"
+#include "input_error.hpp"
 #include "matcher.hpp"
 
 using namespace fluxion;
 
 namespace {
 
-std::string input_error_of(const std::function<void()> &f) {
-    try {
-        f();
-    } catch (const InputError &e) {
-        return e.what();
-    }
-    return "";
-}
+using fluxion::test_errors::input_error_of;
 
 // cluster0 -> rack0 -> node0..node1 -> socket0 -> core0..core1.
 std::string rack_jgf() {

@@ -7,6 +7,7 @@
 
 #include "errors.hpp"
 #include "graph.hpp"
+#include "input_error.hpp"
 #include "matcher.hpp"
 #include "subsystems.hpp"
 
@@ -14,14 +15,7 @@ using namespace fluxion;
 
 namespace {
 
-std::string input_error_of(const std::function<void()> &f) {
-    try {
-        f();
-    } catch (const InputError &e) {
-        return e.what();
-    }
-    return "";
-}
+using fluxion::test_errors::input_error_of;
 
 // Containment: /c0 -> node0, node1 -> one core each.
 // Power: /pp0 -> node0, node1, power0 (10 KW); node0 -> power1, node1 -> power2 (5 KW each).
