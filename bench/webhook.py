@@ -4,9 +4,11 @@ Starts a local control plane (etcd + kube-apiserver) and one ``fluence-webhook``
 process, then creates the same number of quantum pods (schedulerName fluence,
 one ``fluxion.flux-framework.org/qpu``) from a few concurrent creators over
 keep-alive connections, alternating rounds without and with the webhook
-registered. Two more series run with the webhook registered: label-gang pods
-(groups of 4; the webhook creates a PodGroup per group) and pods for another
-scheduler, which the CEL matchConditions keep away from the webhook.
+registered. A second ``fluence-webhook`` offering only HTTP/1.1 (``FLUENCE_HTTP2=false``)
+runs the same pods as its own series. Two more series run with the webhook
+registered: label-gang pods (groups of 4; the webhook creates a PodGroup per
+group) and pods for another scheduler, which the CEL matchConditions keep away
+from the webhook.
 
 The baseline is a null webhook (``bench/null_webhook.py``: allow, echo the uid,
 no patch) registered the same way and served by the same stack (Starlette +
@@ -298,6 +300,7 @@ def namespace(cp: ControlPlane) -> str:
 LABELS = {
     "without": "without\nwebhook",
     "with": "fluence",
+    "with_h1": "fluence\n(HTTP/1.1)",
     "with_null": "null\n(hypercorn)",
     "with_null_aiohttp": "null\n(aiohttp)",
     "with_null_hypercorn-h1": "null\n(hypercorn h1)",
@@ -387,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     series: dict[str, list[dict[str, Any]]] = {
         "without": [],
         "with": [],
+        "with_h1": [],
         **{key: [] for key in null_keys.values()},
         "with_gang": [],
         "with_other": [],
@@ -422,6 +426,18 @@ def main(argv: list[str] | None = None) -> int:
         cpu = CpuMeter({**components, "webhook": hook.proc.pid})
         config = register(f"{hook.url}{names.WEBHOOK_PATH}", hook.bundle.ca_pem)
         with contextlib.ExitStack() as stack:
+            # The same webhook offering only HTTP/1.1 (FLUENCE_HTTP2=false).
+            (workdir / "h1").mkdir()
+            hook_h1 = stack.enter_context(
+                WebhookProcess(
+                    workdir / "h1",
+                    resources=ROOT / "examples" / "resources.yaml",
+                    kubeconfig=cp.kubeconfig,
+                    extra_env={"FLUENCE_HTTP2": "false"},
+                )
+            )
+            assert hook_h1.proc is not None
+            config_h1 = register(f"{hook_h1.url}{names.WEBHOOK_PATH}", hook_h1.bundle.ca_pem)
             nulls = [
                 stack.enter_context(
                     NullWebhook(
@@ -449,6 +465,14 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 series["with_gang"].append(
                     create_pods(cp, namespace(cp), args.pods, args.concurrency, gang_pod, cpu)
+                )
+                cp.rest.delete(f"{CONFIGS}/{config_name}")
+                wait_until(lambda: webhook_called(cp), False)
+                cpu_h1 = CpuMeter({**components, "webhook": hook_h1.proc.pid})
+                cp.rest.create(CONFIGS, config_h1)
+                wait_until(lambda: webhook_called(cp), True)
+                series["with_h1"].append(
+                    create_pods(cp, namespace(cp), args.pods, args.concurrency, quantum_pod, cpu_h1)
                 )
                 cp.rest.delete(f"{CONFIGS}/{config_name}")
                 wait_until(lambda: webhook_called(cp), False)
@@ -483,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ratios = {
         "fluence/without": rate("with") / rate("without"),
+        "fluence HTTP/1.1/without": rate("with_h1") / rate("without"),
         "gang/without": rate("with_gang") / rate("without"),
         "other/without": rate("with_other") / rate("without"),
     }

@@ -34,11 +34,12 @@ class TLSFiles:
 class ReloadingTLS:
     """An SSLContext whose certificate chain is reloaded when its files change."""
 
-    def __init__(self, files: TLSFiles) -> None:
+    def __init__(self, files: TLSFiles, *, http2: bool = True) -> None:
         self.files = files
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
-        self.context.set_alpn_protocols(["h2", "http/1.1"])
+        # Clients pick HTTP/2 only when it is offered here (ALPN).
+        self.context.set_alpn_protocols(["h2", "http/1.1"] if http2 else ["http/1.1"])
         # The first load must succeed: a server without a certificate fails every handshake.
         self._stamp = self._current_stamp()
         self.context.load_cert_chain(self.files.cert, self.files.key)
@@ -104,9 +105,14 @@ async def serve_app(
     tls_files: TLSFiles | None = None,
     background: list[Callable[[], Coroutine[Any, Any, None]]] | None = None,
     on_ready: Callable[[], None] | None = None,
+    http2: bool = True,
 ) -> None:
-    """Serve until SIGTERM/SIGINT, running background coroutines beside the server."""
-    tls = ReloadingTLS(tls_files) if tls_files else None
+    """Serve until SIGTERM/SIGINT, running background coroutines beside the server.
+
+    ``http2=False`` offers only HTTP/1.1 to TLS clients: Hypercorn's HTTP/2 costs
+    more CPU per request (bench/serving.py).
+    """
+    tls = ReloadingTLS(tls_files, http2=http2) if tls_files else None
     config = hypercorn_config(bind, tls)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -99,7 +99,13 @@ def main() -> None:
     )
     try:
         run(
-            serve_app(app, settings.bind, tls_files=tls, background=[housekeeping]),
+            serve_app(
+                app,
+                settings.bind,
+                tls_files=tls,
+                background=[housekeeping],
+                http2=settings.http2,
+            ),
             settings.event_loop,
         )
     finally:

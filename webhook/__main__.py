@@ -65,6 +65,7 @@ async def serve(settings: WebhookSettings) -> None:
         tls_files=TLSFiles(settings.tls_cert, settings.tls_key),
         background=background,
         on_ready=on_ready,
+        http2=settings.http2,
     )
 
 

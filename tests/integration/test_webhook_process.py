@@ -8,6 +8,7 @@ free loopback port and always stops it (SIGTERM, then SIGKILL).
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -109,3 +110,24 @@ def test_missing_certificate_exits_with_a_message(tmp_path: Path) -> None:
         proc.start(timeout=20)
     assert proc.stop() == 1
     assert "FLUENCE_TLS_CERT" in proc.log_path.read_text()
+
+
+def negotiated_protocol(proc: WebhookProcess) -> str | None:
+    """What ALPN picks when a client offers HTTP/2 first, as kube-apiserver does."""
+    context = proc.ssl_context()
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    with (
+        socket.create_connection(("127.0.0.1", proc.port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        return tls.selected_alpn_protocol()
+
+
+@pytest.mark.parametrize(("http2", "expected"), [("true", "h2"), ("false", "http/1.1")])
+def test_http2_setting_decides_what_tls_clients_negotiate(
+    tmp_path: Path, http2: str, expected: str
+) -> None:
+    with WebhookProcess(tmp_path, extra_env={"FLUENCE_HTTP2": http2}) as proc:
+        assert negotiated_protocol(proc) == expected
+        with proc.client() as c:
+            assert c.get("/healthz").text == "ok"
