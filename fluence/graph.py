@@ -157,6 +157,18 @@ def unselected(node: Node, pod: Pod) -> bool:
     return any(labels.get(k) != v for k, v in pod.spec.node_selector.items())
 
 
+@dataclass(frozen=True)
+class HeldJob:
+    """What one job holds, replayable on a rebuilt graph.
+
+    Either the vertex amounts it was given (``holdings``: path -> units) or,
+    for a matched job kept as it is, the R the match wrote.
+    """
+
+    holdings: Mapping[str, int] | None = None
+    R: str | None = None
+
+
 class ClusterGraph:
     """Owner of capacity: the matcher graph, its vertex index, and every job held on it.
 
@@ -176,7 +188,7 @@ class ClusterGraph:
         self.policy = policy
         self._config = config
         self._known_types = frozenset(config.types())
-        self._jobs: dict[int, str] = {}
+        self._jobs: dict[int, HeldJob] = {}
         self._job_nodes: dict[int, str] = {}
         self._rebuild({n.name: n for n in nodes})
 
@@ -209,9 +221,14 @@ class ClusterGraph:
             if nv.down:
                 self._g.set_status(nv.path, False)
         lost: list[int] = []
-        for jobid, R in list(self._jobs.items()):
+        for jobid, held in list(self._jobs.items()):
             try:
-                self._g.update_allocate(jobid, R, duration=HOLD_DURATION)
+                if held.holdings is not None:
+                    if held.holdings:
+                        self._g.hold(jobid, held.holdings, duration=HOLD_DURATION)
+                else:
+                    assert held.R is not None
+                    self._g.update_allocate(jobid, held.R, duration=HOLD_DURATION)
             except (StateError, NotFoundError) as exc:
                 log.warning(
                     "held job no longer fits the rebuilt graph; releasing it",
@@ -407,9 +424,10 @@ class ClusterGraph:
     def hold_compute(self, jobid: int, node: str, amounts: Mapping[str, int]) -> None:
         """Hold ``amounts`` of ``node``'s pools as job ``jobid``; StateError when not free."""
         with self.lock:
-            R = json.dumps(self.compute_R(node, amounts))
-            self._g.update_allocate(jobid, R, duration=HOLD_DURATION)
-            self._jobs[jobid] = R
+            holdings = self._compute_holdings(node, amounts)
+            if holdings:  # requests of zero hold nothing, but the job is still known
+                self._g.hold(jobid, holdings, duration=HOLD_DURATION)
+            self._jobs[jobid] = HeldJob(holdings=holdings)
             self._job_nodes[jobid] = node
 
     def adopt(self, jobid: int, alloc: Allocation, node: str) -> None:
@@ -419,16 +437,18 @@ class ClusterGraph:
         match's R is what a rebuild replays.
         """
         with self.lock:
-            self._jobs[jobid] = alloc.R
+            self._jobs[jobid] = HeldJob(R=alloc.R)
             if node:
                 self._job_nodes[jobid] = node
 
     def hold_backend(self, jobid: int, path: str) -> None:
         """Hold the backend vertex at ``path`` exclusively as job ``jobid``."""
         with self.lock:
-            R = json.dumps(self.backend_R(path))
-            self._g.update_allocate(jobid, R, duration=HOLD_DURATION)
-            self._jobs[jobid] = R
+            if path not in self._backends:
+                raise NotFoundError(f"backend {path!r} is not in the graph")
+            holdings = {path: 1}
+            self._g.hold(jobid, holdings, duration=HOLD_DURATION)
+            self._jobs[jobid] = HeldJob(holdings=holdings)
 
     def release(self, jobid: int) -> None:
         with self.lock:
@@ -443,87 +463,20 @@ class ClusterGraph:
     def holds(self, jobid: int) -> bool:
         return jobid in self._jobs
 
-    def compute_R(self, node: str, amounts: Mapping[str, int]) -> dict[str, Any]:
+    def _compute_holdings(self, node: str, amounts: Mapping[str, int]) -> dict[str, int]:
+        """Pool path -> units for ``amounts`` (type -> units) on ``node``."""
         nv = self._nodes.get(node)
         if nv is None:
             raise NotFoundError(f"node {node!r} is not in the graph")
-        root_md = self._root["metadata"]
-        verts: list[dict[str, Any]] = [
-            {
-                "id": self._root["id"],
-                "metadata": {"type": CLUSTER, "name": root_md["name"], "paths": root_md["paths"]},
-            },
-            {
-                "id": nv.uid,
-                "metadata": {"type": "node", "name": node, "paths": {"containment": nv.path}},
-            },
-        ]
-        edges = [{"source": self._root["id"], "target": nv.uid}]
+        holdings: dict[str, int] = {}
         for t, amount in sorted(amounts.items()):
             if amount <= 0:
                 continue
             pool = nv.pools.get(t)
             if pool is None:
                 raise StateError(f"node {node!r} has no {t} to hold {amount} of")
-            verts.append(
-                {
-                    "id": pool.uid,
-                    "metadata": {
-                        "type": t,
-                        "name": pool.name,
-                        "size": amount,
-                        "exclusive": True,
-                        "paths": {"containment": pool.path},
-                    },
-                }
-            )
-            edges.append({"source": nv.uid, "target": pool.uid})
-        return {"graph": {"nodes": verts, "edges": edges}}
-
-    def backend_R(self, path: str) -> dict[str, Any]:
-        be = self._backends.get(path)
-        if be is None:
-            raise NotFoundError(f"backend {path!r} is not in the graph")
-        parent = path.rsplit("/", 1)[0]
-        verts: list[dict[str, Any]] = [
-            {
-                "id": self._root["id"],
-                "metadata": {
-                    "type": CLUSTER,
-                    "name": CLUSTER,
-                    "paths": {"containment": f"/{CLUSTER}"},
-                },
-            },
-        ]
-        edges: list[dict[str, Any]] = []
-        src = self._root["id"]
-        if parent != f"/{CLUSTER}":
-            host = parent.rsplit("/", 1)[1]
-            nv = self._nodes[host]
-            verts.append(
-                {
-                    "id": nv.uid,
-                    "metadata": {"type": "node", "name": host, "paths": {"containment": nv.path}},
-                }
-            )
-            edges.append({"source": src, "target": nv.uid})
-            src = nv.uid
-        verts.append(
-            {
-                "id": be.uid,
-                "metadata": {
-                    "type": "node",
-                    "name": be.name,
-                    "size": 1,
-                    "exclusive": True,
-                    "paths": {"containment": path},
-                },
-            }
-        )
-        edges.append({"source": src, "target": be.uid})
-        return {"graph": {"nodes": verts, "edges": edges}}
-
-    # ---- queries -----------------------------------------------------------------------
+            holdings[pool.path] = amount
+        return holdings
 
     def backend(self, path: str) -> Backend | None:
         return self._backends.get(path)

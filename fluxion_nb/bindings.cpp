@@ -80,6 +80,8 @@ NB_MODULE(_core, m) {
         .def("update_allocate", &Matcher::update_allocate, nb::arg("jobid"), nb::arg("R"), nb::arg("at"),
              nb::arg("duration"), nb::arg("reserve") = false, nb::arg("format") = "",
              nb::call_guard<nb::gil_scoped_release>())
+        .def("hold", &Matcher::hold, nb::arg("jobid"), nb::arg("holdings"), nb::arg("at"), nb::arg("duration"),
+             nb::call_guard<nb::gil_scoped_release>())
         .def("cancel", &Matcher::cancel, nb::arg("jobid"), nb::arg("noent_ok") = false,
              nb::call_guard<nb::gil_scoped_release>())
         .def("partial_cancel", &Matcher::partial_cancel, nb::arg("jobid"), nb::arg("paths"),

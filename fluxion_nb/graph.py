@@ -170,6 +170,15 @@ class Graph:
         """Replay an allocation recorded earlier (its JGF or rv1 R), e.g. after a restart."""
         return _allocation(self._m.update_allocate(jobid, R, at, duration, reserve, ""))
 
+    def hold(self, jobid: int, holdings: Mapping[str, int], *, at: int = 0, duration: int) -> None:
+        """Hold ``amount`` units of each vertex path in ``holdings`` as job ``jobid``.
+
+        The same as :meth:`update_allocate` with an R naming those vertices (held
+        exclusively) and their ancestors, without writing or parsing any R: for a
+        caller that already knows what a job holds. StateError when they are not free.
+        """
+        self._m.hold(jobid, list(holdings.items()), at, duration)
+
     def cancel(self, jobid: int, *, missing_ok: bool = False) -> bool:
         """Release a job; returns False only when it did not exist and missing_ok is set."""
         return bool(self._m.cancel(jobid, missing_ok))

@@ -161,16 +161,47 @@ std::map<int, std::pair<int64_t, bool>> Matcher::read_r_amounts(const std::strin
     return out;
 }
 
-MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
-                                     bool reserve, const std::string &format) {
-    std::lock_guard<std::mutex> lk(mu_);
+void Matcher::check_new_job(int64_t jobid, int64_t at, int64_t duration, const char *op) const {
     if (jobs_.count(jobid) && jobs_.at(jobid).state != "CANCELED")
         throw StateError("job id " + std::to_string(jobid) + " is already in use");
     // at > end - duration, not at + duration > end: the sum can overflow.
     if (at < 0 || duration <= 0 || at > g_->end() || duration > g_->end() - at)
-        throw InputError("update: invalid time (at " + std::to_string(at) + ", duration " + std::to_string(duration) +
+        throw InputError(std::string(op) + ": invalid time (at " + std::to_string(at) + ", duration " +
+                         std::to_string(duration) +
                          "): need at >= 0, duration > 0 and at + duration within the graph's time span (ends at " +
                          std::to_string(g_->end()) + ")");
+}
+
+void Matcher::hold(int64_t jobid, const std::vector<std::pair<std::string, int64_t>> &holdings, int64_t at,
+                   int64_t duration) {
+    std::lock_guard<std::mutex> lk(mu_);
+    check_new_job(jobid, at, duration, "hold");
+    if (holdings.empty()) throw InputError("hold: nothing to hold");
+    std::map<int, std::pair<int64_t, bool>> amounts;
+    for (const auto &[path, amount] : holdings) {
+        int v = vertex_at(path);
+        if (amount <= 0)
+            throw InputError("hold: amount for " + path + " must be positive, not " + std::to_string(amount));
+        if (!amounts.emplace(v, std::make_pair(amount, true)).second)
+            throw InputError("hold: " + path + " is named twice");
+    }
+    // The ancestors go along as an R would list them: one unit, shared.
+    for (const auto &[path, amount] : holdings)
+        for (int a = g_->parent(vertex_at(path)); a >= 0; a = g_->parent(a))
+            if (!amounts.emplace(a, std::make_pair(int64_t{1}, false)).second) break;
+    Emission em;
+    std::string why;
+    if (!trav_->replay(jobid, at, duration, false, amounts, em, why)) throw StateError("hold: " + why);
+    JobRecord jr{jobid, "ALLOCATED", at, duration, 0.0, "", {}};
+    for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
+    jobs_[jobid] = std::move(jr);
+    if (jobid >= counter_) counter_ = jobid + 1;
+}
+
+MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
+                                     bool reserve, const std::string &format) {
+    std::lock_guard<std::mutex> lk(mu_);
+    check_new_job(jobid, at, duration, "update");
     std::string fmt = format.empty() ? opts_.match_format : format;
     auto amounts = read_r_amounts(R);
     Emission em;

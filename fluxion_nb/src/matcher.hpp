@@ -79,6 +79,13 @@ class Matcher {
     // Replay a known allocation (JGF R, as written by the jgf/rv1 writers).
     MatchResult update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
                                 bool reserve, const std::string &format = "");
+    // Hold given amounts of given vertices (path -> units, each held
+    // exclusively by the job) as a new job over [at, at + duration): what
+    // update_allocate does for an R naming those vertices and their
+    // ancestors, without writing or reading R. For callers that already know
+    // what a job holds (a gang split into one job per member).
+    void hold(int64_t jobid, const std::vector<std::pair<std::string, int64_t>> &holdings, int64_t at,
+              int64_t duration);
     bool cancel(int64_t jobid, bool noent_ok);
     // Release the part of a job held under each given vertex path; returns
     // true when the job is gone entirely.
@@ -138,6 +145,8 @@ class Matcher {
     std::string last_err_;
 
     int vertex_at(const std::string &path) const;
+    // Throws unless `jobid` is free and [at, at + duration) lies in the graph's span.
+    void check_new_job(int64_t jobid, int64_t at, int64_t duration, const char *op) const;
     void fill_vertices(const Emission &em, MatchResult &r) const;
     std::map<int, std::pair<int64_t, bool>> read_r_amounts(const std::string &R) const;
     std::vector<int> named_holdings(int64_t jobid, const std::string &R) const;

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from fluxion_nb import Graph, InputError, NotFoundError
+from fluxion_nb import Graph, InputError, NotFoundError, StateError
 from fluxion_nb.examples import pooled_cluster, slot_jobspec
 
 
@@ -76,6 +76,50 @@ def test_update_allocate_replays_a_recorded_allocation() -> None:
     replayed = fresh.update_allocate(a.jobid, a.R, duration=3600)
     assert replayed.by_node() == a.by_node()
     assert [u.used for u in fresh.usage()] == [u.used for u in g.usage()]
+
+
+def test_hold_takes_exactly_what_an_equivalent_update_allocate_takes() -> None:
+    cluster = pooled_cluster(nodes=2)
+    matched = Graph(cluster, partial_pools=True)
+    a = matched.match(slot_jobspec(3, 1000, 512))
+    ((node, amounts),) = a.by_node().items()
+    assert amounts == {"core": 3000, "memory": 1536}
+    other = "worker0" if node == "worker1" else "worker1"
+    i, j = node[-1], other[-1]
+    held = Graph(cluster, partial_pools=True)
+    pools = {f"/cluster/{node}/core{i}": 3000, f"/cluster/{node}/memory{i}": 1536}
+    held.hold(7, pools, duration=60)
+    assert [u.used for u in held.usage()] == [u.used for u in matched.usage()]
+    # What is left stays free to others, exactly as after the match.
+    assert (
+        held.match(slot_jobspec(2, 1000, 1)).by_node()
+        == matched.match(slot_jobspec(2, 1000, 1)).by_node()
+    )
+    assert held.cancel(7)
+    assert {u.path: u.used for u in held.usage() if u.used} in (
+        {f"/cluster/{node}/core{i}": 2000, f"/cluster/{node}/memory{i}": 2},
+        {f"/cluster/{other}/core{j}": 2000, f"/cluster/{other}/memory{j}": 2},
+    )
+
+
+def test_hold_refuses_what_is_not_free_or_not_there_and_changes_nothing() -> None:
+    g = Graph(pooled_cluster(nodes=1), partial_pools=True)
+    g.hold(1, {"/cluster/worker0/core0": 4000}, duration=60)
+    before = [u.used for u in g.usage()]
+    with pytest.raises(StateError, match="hold"):
+        g.hold(2, {"/cluster/worker0/core0": 1, "/cluster/worker0/memory0": 1}, duration=60)
+    with pytest.raises(NotFoundError):
+        g.hold(2, {"/cluster/worker9/core9": 1}, duration=60)
+    with pytest.raises(InputError, match="positive"):
+        g.hold(2, {"/cluster/worker0/memory0": 0}, duration=60)
+    with pytest.raises(InputError, match="nothing"):
+        g.hold(2, {}, duration=60)
+    with pytest.raises(StateError, match="in use"):
+        g.hold(1, {"/cluster/worker0/memory0": 1}, duration=60)
+    with pytest.raises(InputError, match="invalid time"):
+        g.hold(2, {"/cluster/worker0/memory0": 1}, duration=0)
+    assert [u.used for u in g.usage()] == before
+    assert g.stat()["jobs"] == 1
 
 
 def test_malformed_inputs_raise_typed_errors_and_change_nothing() -> None:
