@@ -41,7 +41,7 @@ NB_MODULE(_core, m) {
         .def_ro("overhead", &MatchResult::overhead)
         .def_ro("R", &MatchResult::R)
         .def_ro("error", &MatchResult::error)
-        .def_ro("vertices", &MatchResult::vertices)
+        .def_prop_ro("emitted", [](const MatchResult &r) { return r.emitted.size(); })
         .def_ro("preorder", &MatchResult::preorder)
         .def_ro("postorder", &MatchResult::postorder);
 
@@ -88,6 +88,17 @@ NB_MODULE(_core, m) {
              nb::call_guard<nb::gil_scoped_release>())
         .def("partial_cancel_r", &Matcher::partial_cancel_r, nb::arg("jobid"), nb::arg("R"), nb::arg("format") = "jgf",
              nb::call_guard<nb::gil_scoped_release>())
+        .def(
+            "describe",
+            [](const Matcher &mt, const MatchResult &r) {
+                std::vector<AllocatedVertex> out;
+                {
+                    nb::gil_scoped_release release;
+                    out = mt.describe(r.emitted);
+                }
+                return out;
+            },
+            nb::arg("result"))
         .def("info", &Matcher::info, nb::arg("jobid"))
         .def("jobs", &Matcher::jobs)
         .def("stat",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +40,57 @@ class AllocatedVertex:
     properties: Mapping[str, str] = field(default_factory=dict)
 
 
+class AllocatedVertices(Sequence[AllocatedVertex]):
+    """An allocation's vertices, described by the core on first use.
+
+    A match of many nodes emits thousands of vertices; most callers only read
+    the status and R, so they are not converted unless asked for.
+    """
+
+    def __init__(self, m: Any = None, r: Any = None) -> None:
+        self._m = m
+        self._r = r
+
+    @cached_property
+    def _items(self) -> tuple[AllocatedVertex, ...]:
+        if self._r is None or not self._r.emitted:
+            return ()
+        return tuple(
+            AllocatedVertex(
+                path=v.path,
+                type=v.type,
+                name=v.name,
+                id=v.id,
+                rank=v.rank,
+                amount=v.amount,
+                exclusive=v.exclusive,
+                node=v.node,
+                properties=dict(v.properties),
+            )
+            for v in self._m.describe(self._r)
+        )
+
+    def __len__(self) -> int:
+        return 0 if self._r is None else int(self._r.emitted)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._items[i]
+
+    def __iter__(self) -> Iterator[AllocatedVertex]:
+        return iter(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return self._items == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+
 @dataclass(frozen=True)
 class Allocation:
     """The outcome of one match.
@@ -53,7 +105,7 @@ class Allocation:
     at: int
     duration: int
     R: str
-    vertices: tuple[AllocatedVertex, ...]
+    vertices: Sequence[AllocatedVertex]
     overhead: float
 
     @property
@@ -83,21 +135,8 @@ class Allocation:
         return out
 
 
-def _allocation(r: Any) -> Allocation:
-    verts = tuple(
-        AllocatedVertex(
-            path=v.path,
-            type=v.type,
-            name=v.name,
-            id=v.id,
-            rank=v.rank,
-            amount=v.amount,
-            exclusive=v.exclusive,
-            node=v.node,
-            properties=dict(v.properties),
-        )
-        for v in r.vertices
-    )
+def _allocation(m: Any, r: Any) -> Allocation:
+    verts = AllocatedVertices(m, r)
     return Allocation(r.status, r.jobid, r.at, r.duration, r.R, verts, r.overhead)
 
 
@@ -158,7 +197,7 @@ class Graph:
         format: MatchFormat | None = None,
     ) -> Allocation:
         """Match a jobspec. Failure to fit is a result (busy/unsatisfiable), not an exception."""
-        return _allocation(self._m.match(to_json(jobspec), op, jobid, format or ""))
+        return _allocation(self._m, self._m.match(to_json(jobspec), op, jobid, format or ""))
 
     def satisfiable(self, jobspec: JobspecLike) -> bool:
         """Could this jobspec ever fit on the graph (all resources free)?"""
@@ -168,7 +207,7 @@ class Graph:
         self, jobid: int, R: str, *, at: int = 0, duration: int, reserve: bool = False
     ) -> Allocation:
         """Replay an allocation recorded earlier (its JGF or rv1 R), e.g. after a restart."""
-        return _allocation(self._m.update_allocate(jobid, R, at, duration, reserve, ""))
+        return _allocation(self._m, self._m.update_allocate(jobid, R, at, duration, reserve, ""))
 
     def hold(self, jobid: int, holdings: Mapping[str, int], *, at: int = 0, duration: int) -> None:
         """Hold ``amount`` units of each vertex path in ``holdings`` as job ``jobid``.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,13 @@ def to_json(jobspec: JobspecLike) -> str:
         jobspec = jobspec.decode()
     if isinstance(jobspec, Mapping):
         return json.dumps(jobspec)
+    return _text_to_json(jobspec)
+
+
+# Schedulers send the same few jobspec texts over and over; YAML parsing costs
+# more than a whole match, so the canonical JSON of recent texts is kept.
+@lru_cache(maxsize=256)
+def _text_to_json(jobspec: str) -> str:
     try:
         doc = yaml.load(jobspec, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "flat_map.hpp"
 #include "lazy.hpp"
 #include "planner.hpp"
 #include "str_index.hpp"
@@ -75,11 +76,11 @@ struct Vertex {
     Planner plans;
     Planner x_checker;
     std::unique_ptr<PlannerMulti> subplan;
-    Lazy<std::map<int64_t, int64_t>> allocations;   // jobid -> span in plans
-    Lazy<std::map<int64_t, int64_t>> reservations;  // jobid -> span in plans
-    Lazy<std::set<int64_t>> tags;
-    Lazy<std::map<int64_t, int64_t>> x_spans;       // jobid -> span in x_checker
-    Lazy<std::map<int64_t, int64_t>> job2span;      // jobid -> span in subplan
+    FlatMap<int64_t, int64_t> allocations;   // jobid -> span in plans
+    FlatMap<int64_t, int64_t> reservations;  // jobid -> span in plans
+    FlatSet<int64_t> tags;
+    FlatMap<int64_t, int64_t> x_spans;       // jobid -> span in x_checker
+    FlatMap<int64_t, int64_t> job2span;      // jobid -> span in subplan
 
     // Traversal marks.
     uint64_t color_epoch = 0;

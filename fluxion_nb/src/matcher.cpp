@@ -59,8 +59,13 @@ int Matcher::vertex_at(const std::string &path) const {
     return v;
 }
 
-void Matcher::fill_vertices(const Emission &em, MatchResult &r) const {
-    for (const auto &ev : em.vertices) {
+std::vector<AllocatedVertex> Matcher::describe(const std::vector<EmittedVertex> &emitted) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<AllocatedVertex> out;
+    out.reserve(emitted.size());
+    for (const auto &ev : emitted) {
+        if (ev.vertex < 0 || static_cast<size_t>(ev.vertex) >= g_->vertices.size())
+            throw InputError("describe: no vertex " + std::to_string(ev.vertex));
         const Vertex &v = g_->vertices[static_cast<size_t>(ev.vertex)];
         AllocatedVertex a{std::string(g_->some_path(ev.vertex)), g_->types.name(v.type), std::string(v.name), v.id, v.rank, ev.needs, ev.exclusive, "", v.properties.get()};
         for (int p = ev.vertex; p >= 0; p = g_->parent(p))
@@ -68,8 +73,9 @@ void Matcher::fill_vertices(const Emission &em, MatchResult &r) const {
                 a.node = std::string(g_->vertices[static_cast<size_t>(p)].name);
                 break;
             }
-        r.vertices.push_back(std::move(a));
+        out.push_back(std::move(a));
     }
+    return out;
 }
 
 MatchResult Matcher::match(const std::string &jobspec_json, const std::string &op,
@@ -106,7 +112,7 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
         r.at = at;
         r.duration = em.expiration - em.starttime;
         r.R = write_r(*g_, em, fmt);
-        fill_vertices(em, r);
+        r.emitted = em.vertices;
         if (!consumes) {
             r.status = "matched";
         } else {
@@ -213,7 +219,7 @@ MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_
     r.at = at;
     r.duration = duration;
     r.R = write_r(*g_, em, fmt);
-    fill_vertices(em, r);
+    r.emitted = em.vertices;
     JobRecord jr{jobid, reserve ? "RESERVED" : "ALLOCATED", at, duration, 0.0, r.R, {}};
     for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
     jobs_[jobid] = std::move(jr);

@@ -49,7 +49,9 @@ struct MatchResult {
     double overhead = 0.0;
     std::string R;
     std::string error;
-    std::vector<AllocatedVertex> vertices;
+    // The allocated vertices in emission order, described on demand by
+    // Matcher::describe (most callers never look at them).
+    std::vector<EmittedVertex> emitted;
     unsigned preorder = 0, postorder = 0;
 };
 
@@ -94,6 +96,9 @@ class Matcher {
     // partial-cancel reads it: "jgf" (the vertices of R's JGF graph) or
     // "rv1exec" (every vertex of R_lite's broker ranks).
     bool partial_cancel_r(int64_t jobid, const std::string &R, const std::string &format = "jgf");
+
+    // What each emitted vertex of a match is: path, type, name, node, ...
+    std::vector<AllocatedVertex> describe(const std::vector<EmittedVertex> &emitted) const;
 
     std::optional<JobRecord> info(int64_t jobid) const;
     std::vector<JobRecord> jobs() const;
@@ -147,7 +152,6 @@ class Matcher {
     int vertex_at(const std::string &path) const;
     // Throws unless `jobid` is free and [at, at + duration) lies in the graph's span.
     void check_new_job(int64_t jobid, int64_t at, int64_t duration, const char *op) const;
-    void fill_vertices(const Emission &em, MatchResult &r) const;
     std::map<int, std::pair<int64_t, bool>> read_r_amounts(const std::string &R) const;
     std::vector<int> named_holdings(int64_t jobid, const std::string &R) const;
     std::vector<int> rank_holdings(int64_t jobid, const std::string &R) const;

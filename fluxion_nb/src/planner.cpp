@@ -24,6 +24,14 @@ Planner::State &Planner::state() {
     return *st_;
 }
 
+Planner::SpanRec *Planner::find_span(int64_t span_id) const {
+    if (!st_) return nullptr;
+    auto &sp = st_->spans;
+    auto it = std::lower_bound(sp.begin(), sp.end(), span_id,
+                               [](const SpanRec &r, int64_t id) { return r.id < id; });
+    return it != sp.end() && it->id == span_id ? it : nullptr;
+}
+
 size_t Planner::state_index(int64_t at) const {
     // upper_bound on time, minus one: the point in force at `at`.
     const auto &pts = st_->points;
@@ -99,7 +107,7 @@ int64_t Planner::add_span(int64_t at, int64_t duration, int64_t request) {
     for (size_t i = s; i < e; ++i) st.points[i].remaining -= request;
     reindex(s, e);
     int64_t id = st.next_span++;
-    st.spans[id] = Span{at, at + duration, request};
+    st.spans.push_back(SpanRec{id, Span{at, at + duration, request}});  // ids only grow
     st.iter_set = false;
     return id;
 }
@@ -107,10 +115,10 @@ int64_t Planner::add_span(int64_t at, int64_t duration, int64_t request) {
 bool Planner::rem_span(int64_t span_id) {
     if (!st_) return false;
     State &st = *st_;
-    auto it = st.spans.find(span_id);
-    if (it == st.spans.end()) return false;
-    Span sp = it->second;
-    st.spans.erase(it);
+    SpanRec *rec = find_span(span_id);
+    if (!rec) return false;
+    Span sp = rec->span;
+    st.spans.erase(rec);
     refresh_seen();
     size_t s = state_index(sp.start);
     size_t e = state_index(sp.last);
@@ -127,9 +135,9 @@ bool Planner::reduce_span(int64_t span_id, int64_t amount, bool &removed) {
     removed = false;
     if (!st_) return false;
     State &st = *st_;
-    auto it = st.spans.find(span_id);
-    if (it == st.spans.end()) return false;
-    Span &sp = it->second;
+    SpanRec *rec = find_span(span_id);
+    if (!rec) return false;
+    Span &sp = rec->span;
     amount = std::min(amount, sp.planned);
     if (amount >= sp.planned) {
         removed = true;
@@ -146,9 +154,8 @@ bool Planner::reduce_span(int64_t span_id, int64_t amount, bool &removed) {
 }
 
 int64_t Planner::span_planned(int64_t span_id) const {
-    if (!st_) return -1;
-    auto it = st_->spans.find(span_id);
-    return it == st_->spans.end() ? -1 : it->second.planned;
+    const SpanRec *rec = find_span(span_id);
+    return rec ? rec->span.planned : -1;
 }
 
 void Planner::reset() {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "small_vec.hpp"
+
 namespace fluxion {
 
 class Planner {
@@ -65,11 +67,15 @@ class Planner {
         int64_t last;
         int64_t planned;
     };
+    struct SpanRec {
+        int64_t id;
+        Span span;
+    };
     // Everything beyond the capacity, created on first use: a graph has two
     // planners per vertex and most of them never see a span.
     struct State {
-        std::vector<Point> points;  // sorted by time; points[0].at == start_
-        std::map<int64_t, Span> spans;
+        SmallVec<Point, 4> points;  // sorted by time; points[0].at == start_
+        SmallVec<SpanRec, 2> spans;  // sorted by id
         int64_t next_span = 0;
         // avail_time iteration state
         size_t iter_pos = 0;
@@ -83,6 +89,7 @@ class Planner {
     std::unique_ptr<State> st_;  // null: no span, all `total_` free
 
     State &state();
+    SpanRec *find_span(int64_t span_id) const;  // null if unknown
     size_t state_index(int64_t at) const;  // last point with time <= at
     size_t point_at(int64_t at);          // find or create a point at time `at`
     void release_point(size_t idx);
