@@ -171,8 +171,10 @@ def main() -> None:
                 continue
             k = 100 if a.quick else CAPS[policy]
             spec = INPUTS / "jobspecs" / f"{js}.yaml"
+            # The child runs like this process (e.g. -S, so PYTHONPATH picks the tree).
+            flags = ["-S"] if sys.flags.no_site else []
             proc = subprocess.run(
-                [sys.executable, __file__, "--case", str(graph), policy, str(spec), str(k)],
+                [sys.executable, *flags, __file__, "--case", str(graph), policy, str(spec), str(k)],
                 check=True,
                 capture_output=True,
                 text=True,

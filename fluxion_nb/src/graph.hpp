@@ -57,6 +57,8 @@ struct Vertex {
     // Has out-edges in a subsystem other than the dominant one. flux-sched
     // counts those when it decides whether a vertex is a leaf.
     bool foreign_children = false;
+    // Bookkeeping below this vertex is pending (see deferred_holds.cpp).
+    bool deferred = false;
     int parent_edge = -1;  // first in-edge of the dominant subsystem (others make it shared)
     std::string_view basename;
     std::string_view name;

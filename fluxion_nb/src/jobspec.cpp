@@ -362,7 +362,9 @@ std::set<int64_t> parse_idset(const std::string &s) {
     return out;
 }
 
-std::string format_idset(const std::set<int64_t> &ids) {
+namespace {
+template <class Ids>
+std::string idset_text(const Ids &ids) {
     std::string out;
     auto it = ids.begin();
     while (it != ids.end()) {
@@ -379,6 +381,10 @@ std::string format_idset(const std::set<int64_t> &ids) {
     }
     return out;
 }
+}  // namespace
+
+std::string format_idset(const std::set<int64_t> &ids) { return idset_text(ids); }
+std::string format_sorted_idset(const std::vector<int64_t> &sorted_ids) { return idset_text(sorted_ids); }
 
 namespace {
 // A hostlist names hosts of one graph; a range this long is a mistake, and

@@ -39,6 +39,7 @@ Matcher::Matcher(const std::string &jgf, MatcherOptions opts) : opts_(std::move(
     g_->load_jgf(jgf);
     trav_ = std::make_unique<Traverser>(*g_, p, opts_.prune_filters);
     trav_->set_kind(kind);
+    trav_->set_deferral(opts_.defer_node_updates);
     trav_->initialize();
 #if defined(__GLIBC__)
     // The parsed JGF document is far larger than the graph built from it; hand
@@ -78,6 +79,16 @@ std::vector<AllocatedVertex> Matcher::describe(const std::vector<EmittedVertex> 
     return out;
 }
 
+Jobspec Matcher::parse_cached(const std::string &jobspec_json) {
+    for (const auto &p : parsed_)
+        if (p.first == jobspec_json) return p.second;
+    Jobspec js = parse_jobspec_text(jobspec_json, g_->types, trav_->kind());
+    constexpr size_t kKept = 8;
+    if (parsed_.size() >= kKept) parsed_.erase(parsed_.begin());
+    parsed_.emplace_back(jobspec_json, js);
+    return js;
+}
+
 MatchResult Matcher::match(const std::string &jobspec_json, const std::string &op,
                            std::optional<int64_t> jobid, const std::string &format) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -90,7 +101,7 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
     if (jobs_.count(id) && jobs_.at(id).state != "CANCELED")
         throw StateError("job id " + std::to_string(id) + " is already in use");
     r.jobid = id;
-    Jobspec js = parse_jobspec_text(jobspec_json, g_->types, trav_->kind());  // throws InputError
+    Jobspec js = parse_cached(jobspec_json);  // throws InputError
     Emission em;
     int64_t at = 0;
     MatchErr err = MatchErr::None;
@@ -245,6 +256,7 @@ bool Matcher::partial_cancel(int64_t jobid, const std::vector<std::string> &path
     if (it == jobs_.end() || it->second.state == "CANCELED")
         throw NotFoundError("nonexistent job " + std::to_string(jobid));
     if (it->second.state == "RESERVED") throw StateError("partial cancel of a reservation is not supported");
+    trav_->settle();
     std::vector<int> release;
     for (const auto &p : paths) {
         int v = vertex_at(p);
@@ -266,6 +278,7 @@ bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R, const std::s
     if (it == jobs_.end() || it->second.state == "CANCELED")
         throw NotFoundError("nonexistent job " + std::to_string(jobid));
     if (it->second.state == "RESERVED") throw StateError("partial cancel of a reservation is not supported");
+    trav_->settle();
     std::vector<int> release = format == "rv1exec" ? rank_holdings(jobid, R) : named_holdings(jobid, R);
     bool full = false;
     trav_->partial_cancel(jobid, release, full);
@@ -386,12 +399,15 @@ int64_t Matcher::uniq_id(const std::string &path) const {
 
 void Matcher::attach(const std::string &jgf) {
     std::lock_guard<std::mutex> lk(mu_);
+    trav_->settle();
+    parsed_.clear();  // type names may gain ids
     g_->attach_jgf(jgf);
     trav_->initialize();
 }
 
 void Matcher::remove(const std::string &path) {
     std::lock_guard<std::mutex> lk(mu_);
+    trav_->settle();
     int v = vertex_at(path);
     std::vector<int> sub;
     g_->subtree(v, sub);
@@ -444,6 +460,7 @@ std::string Matcher::find(const std::string &criteria, const std::string &format
     std::lock_guard<std::mutex> lk(mu_);
     const std::string &fmt = format.empty() ? opts_.match_format : format;
     if (!known_format(fmt)) write_r(*g_, Emission(), fmt);
+    trav_->settle();
     return write_r(*g_, find_vertices(*g_, c), fmt);
 }
 
@@ -454,6 +471,7 @@ std::pair<unsigned, unsigned> Matcher::traversal_counts() const {
 
 std::vector<Matcher::Usage> Matcher::usage() const {
     std::lock_guard<std::mutex> lk(mu_);
+    trav_->settle();
     std::vector<Usage> out;
     for (size_t i = 0; i < g_->vertices.size(); ++i) {
         const Vertex &v = g_->vertices[i];

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph.hpp"
+#include "jobspec.hpp"
 #include "traverser.hpp"
 
 namespace fluxion {
@@ -26,6 +27,10 @@ struct MatcherOptions {
     // resource-query's -S name (see subsystems.hpp). Matching walks the
     // dominant subsystem's tree; the others named are not walked.
     std::string subsystems = "CA";
+    // Bookkeeping below whole nodes done when first needed rather than at
+    // match time (deferred_holds.cpp). Results are the same either way; off
+    // is for checking exactly that.
+    bool defer_node_updates = true;
 };
 
 struct AllocatedVertex {
@@ -148,6 +153,11 @@ class Matcher {
     std::map<int64_t, JobRecord> jobs_;
     int64_t counter_ = 1;
     std::string last_err_;
+
+    // Recently parsed jobspecs by text: schedulers send the same few shapes
+    // again and again, and parsing costs as much as matching a node.
+    std::vector<std::pair<std::string, Jobspec>> parsed_;
+    Jobspec parse_cached(const std::string &jobspec_json);
 
     int vertex_at(const std::string &path) const;
     // Throws unless `jobid` is free and [at, at + duration) lies in the graph's span.

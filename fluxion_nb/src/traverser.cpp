@@ -121,6 +121,7 @@ void Traverser::prime_filter(int u, std::map<int, int64_t> &to_parent) {
 }
 
 void Traverser::initialize() {
+    settle();
     ++epoch_;
     if (g_.root < 0) return;
     std::map<int, int64_t> from;
@@ -428,6 +429,7 @@ bool Traverser::finish_graph(const std::vector<Resource> &rs, Scoring &dfu) {
 
 int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine,
                        bool *excl, Scoring &dfu, unsigned multiplier) {
+    if (V(u).deferred) materialize(u);
     int rc2 = -1;
     if (!policy_.stop_on_1) {
         for (int e : V(u).out_edges) {
@@ -882,17 +884,22 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
     excl = excl || mod;
     level_++;
     mark(u);
-    for (int e : V(u).out_edges) {
-        int tgt = E(e).target;
-        if (visited(tgt)) continue;
-        if (E(e).seq != seq_ && !mod) continue;
-        bool x = E(e).exclusive != 0 || mod;
-        uint64_t nd = mod ? static_cast<uint64_t>(V(tgt).size) : E(e).needs;
-        int sub = upd_dfv(tgt, out, nd, x, m, full, dfu, mod);
-        if (sub > 0) {
-            if (policy_.stop_on_1) upd_by_outedges(m, u, e);
-            out.edges.push_back(e);
-            n += sub;
+    if (V(u).deferred) materialize(u);
+    if (defers_below(u, mod, m, full)) {
+        n = defer_below(u, out, m, dfu);
+    } else {
+        for (int e : V(u).out_edges) {
+            int tgt = E(e).target;
+            if (visited(tgt)) continue;
+            if (E(e).seq != seq_ && !mod) continue;
+            bool x = E(e).exclusive != 0 || mod;
+            uint64_t nd = mod ? static_cast<uint64_t>(V(tgt).size) : E(e).needs;
+            int sub = upd_dfv(tgt, out, nd, x, m, full, dfu, mod);
+            if (sub > 0) {
+                if (policy_.stop_on_1) upd_by_outedges(m, u, e);
+                out.edges.push_back(e);
+                n += sub;
+            }
         }
     }
     Vertex &x = V(u);
@@ -977,6 +984,7 @@ void Traverser::mod_dfv(int u, int64_t jobid) {
         x.plans.rem_span(r->second);
         x.reservations.erase(r);
     }
+    if (x.deferred) materialize(u);
     for (int e : V(u).out_edges) {
         int t = E(e).target;
         if (!visited(t)) mod_dfv(t, jobid);
@@ -985,6 +993,7 @@ void Traverser::mod_dfv(int u, int64_t jobid) {
 }
 
 void Traverser::mod_exv(int64_t jobid) {
+    settle();
     for (auto &x : g_.vertices) {
         if (x.removed) continue;
         if (auto it = x.allocations.find(jobid); it != x.allocations.end()) {
@@ -1019,6 +1028,7 @@ bool Traverser::cancel(int64_t jobid) {
 }
 
 bool Traverser::partial_cancel(int64_t jobid, const std::vector<int> &release, bool &full) {
+    settle();
     // Release the listed vertices' own holdings, then subtract what they
     // held from the aggregates of every ancestor.
     std::map<int, std::map<int, int64_t>> minus;  // ancestor -> type -> amount
@@ -1070,6 +1080,7 @@ bool Traverser::replay(int64_t jobid, int64_t at, int64_t duration, bool reserve
                        std::string &why) {
     // Mark the edges leading to every replayed vertex, then run the normal
     // update walk so aggregates, tags and order are maintained the same way.
+    for (const auto &kv : amounts) settle_above(kv.first);
     tick();
     for (const auto &kv : amounts) {
         int v = kv.first;

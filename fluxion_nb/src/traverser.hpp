@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "graph.hpp"
@@ -83,6 +84,14 @@ class Traverser {
     bool replay(int64_t jobid, int64_t at, int64_t duration, bool reserve,
                 const std::map<int, std::pair<int64_t, bool>> &amounts, Emission &out,
                 std::string &why);
+
+    // Apply every deferred node-wide bookkeeping (see deferred_holds.cpp);
+    // needed before reading vertices' scheduling state directly.
+    void settle();
+    void set_deferral(bool on) {
+        settle();
+        defer_ = on;
+    }
 
     unsigned preorder_count() const { return preorder_; }
     unsigned postorder_count() const { return postorder_; }
@@ -185,6 +194,20 @@ class Traverser {
                 std::map<int, int64_t> &to_parent, bool emit_shadow);
     void upd_by_outedges(const JobMeta &m, int u, int e);
     bool update(int root, Emission &out, JobMeta &m);
+
+    // deferred bookkeeping below whole nodes (deferred_holds.cpp)
+    struct DeferredHold {
+        JobMeta m;
+        bool stop_on_1;
+    };
+    std::unordered_map<int, std::vector<DeferredHold>> deferred_;  // node -> holds, oldest first
+    uint64_t settle_epoch_ = uint64_t{1} << 62;                    // marks apart from epoch_'s
+    bool defer_ = true;
+    bool defers_below(int u, bool mod, const JobMeta &m, bool full) const;
+    void shadow_upd(int u, Emission &out, std::vector<int64_t> &sums, std::vector<char> &seen);
+    int defer_below(int u, Emission &out, const JobMeta &m, std::map<int, int64_t> &dfu);
+    void materialize(int u);
+    void settle_above(int v);
 
     // cancel
     void mod_dfv(int u, int64_t jobid);

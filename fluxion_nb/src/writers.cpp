@@ -93,19 +93,24 @@ json::Value jgf_value(const Graph &g, const Emission &em) {
 // R_lite: core and gpu ids gathered per node (and storage node), nodes with
 // the same children merged into one rank set.
 json::Value rlite_value(const Graph &g, const Emission &em, std::vector<std::string> &nodelist) {
-    std::map<int, std::set<int64_t>> pending;  // reducer type -> ids since last node
+    // reducer type -> ids since the last node (sorted and deduplicated there)
+    std::map<int, std::vector<int64_t>> pending;
     std::vector<std::pair<std::string, std::pair<std::set<int64_t>, json::Value>>> groups;
     int core = g.types.core, gpu = g.types.gpu;
     for (const auto &ev : em.vertices) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
         if (v.type == core || v.type == gpu) {
-            pending[v.type].insert(v.id);
+            pending[v.type].push_back(v.id);
         } else if (v.type == g.types.node || v.type == g.types.storage_node) {
             json::Value children = json::Value::make_object();
-            for (auto &kv : pending)
-                if (!kv.second.empty())
-                    children.set(g.types.name(kv.first), json::Value::make_string(format_idset(kv.second)));
-            pending.clear();
+            for (auto &kv : pending) {
+                std::vector<int64_t> &ids = kv.second;
+                if (ids.empty()) continue;
+                std::sort(ids.begin(), ids.end());
+                ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+                children.set(g.types.name(kv.first), json::Value::make_string(format_sorted_idset(ids)));
+                ids.clear();
+            }
             std::string sig = json::dump(children);
             nodelist.push_back(std::string(v.name));
             bool merged = false;

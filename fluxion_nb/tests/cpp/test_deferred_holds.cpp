@@ -1,0 +1,154 @@
+// Deferred bookkeeping below whole nodes must be invisible: the same random
+// sequence of operations on two matchers, one deferring and one updating at
+// once, gives the same answers at every step.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "matcher.hpp"
+
+using namespace fluxion;
+
+namespace {
+
+// cluster -> racks -> nodes -> 2 sockets -> (cores, gpus, one memory pool).
+std::string rack_graph(int racks, int nodes_per_rack, int cores, int gpus) {
+    std::string nodes, edges;
+    int id = 0;
+    int rank = 0;
+    auto vtx = [&](const std::string &type, int idx, const std::string &path, int64_t size, int r) {
+        if (!nodes.empty()) nodes += ",";
+        std::string name = type + std::to_string(idx);
+        nodes += "{\"id\":\"" + std::to_string(id) + "\",\"metadata\":{\"type\":\"" + type + "\",\"basename\":\"" +
+                 type + "\",\"name\":\"" + name + "\",\"id\":" + std::to_string(idx) + ",\"uniq_id\":" +
+                 std::to_string(id) + ",\"rank\":" + std::to_string(r) + ",\"exclusive\":false,\"unit\":\"\"," +
+                 "\"size\":" + std::to_string(size) + ",\"paths\":{\"containment\":\"" + path + "/" + name + "\"}}}";
+        return id++;
+    };
+    auto edge = [&](int s, int t) {
+        if (!edges.empty()) edges += ",";
+        edges += "{\"source\":\"" + std::to_string(s) + "\",\"target\":\"" + std::to_string(t) +
+                 "\",\"metadata\":{\"name\":{\"containment\":\"contains\"}}}";
+    };
+    int root = vtx("cluster", 0, "", 1, -1);
+    int node_i = 0, sock_i = 0, core_i = 0, gpu_i = 0, mem_i = 0;
+    for (int r = 0; r < racks; ++r) {
+        std::string rp = "/cluster0/rack" + std::to_string(r);
+        int rv = vtx("rack", r, "/cluster0", 1, -1);
+        edge(root, rv);
+        for (int n = 0; n < nodes_per_rack; ++n, ++rank) {
+            std::string np = rp + "/node" + std::to_string(node_i);
+            int nv = vtx("node", node_i++, rp, 1, rank);
+            edge(rv, nv);
+            for (int s = 0; s < 2; ++s) {
+                std::string sp = np + "/socket" + std::to_string(sock_i);
+                int sv = vtx("socket", sock_i++, np, 1, rank);
+                edge(nv, sv);
+                for (int c = 0; c < cores; ++c) edge(sv, vtx("core", core_i++, sp, 1, rank));
+                for (int g = 0; g < gpus; ++g) edge(sv, vtx("gpu", gpu_i++, sp, 1, rank));
+                edge(sv, vtx("memory", mem_i++, sp, 16, rank));
+            }
+        }
+    }
+    return "{\"graph\":{\"nodes\":[" + nodes + "],\"edges\":[" + edges + "]}}";
+}
+
+std::string spec(const std::string &resources, int duration) {
+    return R"({"version":1,"resources":)" + resources +
+           R"(,"tasks":[{"command":["x"],"slot":"s","count":{"per_slot":1}}],"attributes":{"system":{"duration":)" +
+           std::to_string(duration) + "}}}";
+}
+
+const std::vector<std::string> &shapes() {
+    static const std::vector<std::string> s = {
+        R"([{"type":"node","count":1,"exclusive":true,"with":[{"type":"slot","count":1,"label":"s","with":[{"type":"core","count":1}]}]}])",
+        R"([{"type":"node","count":2,"exclusive":true,"with":[{"type":"slot","count":1,"label":"s","with":[{"type":"core","count":1}]}]}])",
+        R"([{"type":"slot","count":1,"label":"s","with":[{"type":"core","count":2}]}])",
+        R"([{"type":"slot","count":3,"label":"s","with":[{"type":"core","count":2},{"type":"gpu","count":1}]}])",
+        R"([{"type":"node","count":1,"with":[{"type":"slot","count":1,"label":"s","with":[{"type":"core","count":3}]}]}])",
+        R"([{"type":"slot","count":1,"label":"s","with":[{"type":"node","count":1,"exclusive":true,"with":[{"type":"core","count":1}]}]}])",
+    };
+    return s;
+}
+
+std::string describe_all(const Matcher &m, const MatchResult &r) {
+    std::string out;
+    for (const auto &v : m.describe(r.emitted))
+        out += v.path + ":" + std::to_string(v.amount) + (v.exclusive ? "x" : "") + " ";
+    return out;
+}
+
+std::string usage_of(const Matcher &m) {
+    std::string out;
+    for (const auto &u : m.usage()) out += u.path + "=" + std::to_string(u.used) + ";";
+    return out;
+}
+
+void run_twin(const std::string &policy, unsigned seed, int steps) {
+    std::string g = rack_graph(2, 4, 4, 1);
+    MatcherOptions on{policy, "ALL:core,ALL:node", "jgf", {}};
+    MatcherOptions off = on;
+    off.defer_node_updates = false;
+    Matcher a(g, on), b(g, off);
+    std::mt19937 rng(seed);
+    std::vector<int64_t> live;
+    const char *ops[] = {"allocate", "allocate_orelse_reserve", "allocate", "satisfiability", "without_allocating"};
+    for (int step = 0; step < steps; ++step) {
+        SCOPED_TRACE(policy + " seed " + std::to_string(seed) + " step " + std::to_string(step));
+        unsigned pick = rng() % 10;
+        if (pick < 6) {
+            std::string js = spec(shapes()[rng() % shapes().size()], (rng() % 2) ? 60 : 120);
+            std::string op = ops[rng() % 5];
+            MatchResult ra = a.match(js, op), rb = b.match(js, op);
+            ASSERT_EQ(ra.status, rb.status);
+            ASSERT_EQ(ra.R, rb.R);
+            ASSERT_EQ(ra.at, rb.at);
+            ASSERT_EQ(describe_all(a, ra), describe_all(b, rb));
+            if (ra.status == "allocated" || ra.status == "reserved") live.push_back(ra.jobid);
+        } else if (pick < 8 && !live.empty()) {
+            size_t i = rng() % live.size();
+            ASSERT_EQ(a.cancel(live[i], false), b.cancel(live[i], false));
+            ASSERT_EQ(a.traversal_counts(), b.traversal_counts());
+            live.erase(live.begin() + static_cast<long>(i));
+        } else if (pick == 8) {
+            ASSERT_EQ(usage_of(a), usage_of(b));
+            ASSERT_EQ(a.find("sched-now=allocated"), b.find("sched-now=allocated"));
+            ASSERT_EQ(a.find("sched-future=reserved"), b.find("sched-future=reserved"));
+        } else if (!live.empty()) {
+            int64_t j = live[rng() % live.size()];
+            ASSERT_EQ(a.find("jobid-tag=" + std::to_string(j)), b.find("jobid-tag=" + std::to_string(j)));
+            ASSERT_EQ(a.find("jobid-span=" + std::to_string(j) + " and agfilter=true"),
+                      b.find("jobid-span=" + std::to_string(j) + " and agfilter=true"));
+        }
+    }
+    ASSERT_EQ(usage_of(a), usage_of(b));
+}
+
+}  // namespace
+
+TEST(DeferredHolds, SameAnswersAsImmediateUpdates) {
+    for (const char *policy : {"first", "firstnodex", "low", "high", "lonode", "hinodex"})
+        for (unsigned seed = 1; seed <= 6; ++seed) run_twin(policy, seed, 150);
+}
+
+TEST(DeferredHolds, PartialCancelAndReplaySeeTheWholeHold) {
+    std::string g = rack_graph(1, 2, 4, 1);
+    MatcherOptions on{"first", "ALL:core,ALL:node", "jgf", {}};
+    MatcherOptions off = on;
+    off.defer_node_updates = false;
+    Matcher a(g, on), b(g, off);
+    std::string js = spec(shapes()[0], 60);
+    MatchResult ra = a.match(js, "allocate"), rb = b.match(js, "allocate");
+    ASSERT_EQ(ra.R, rb.R);
+    // Replaying the same R as another job must fail the same way on both.
+    EXPECT_THROW(a.update_allocate(99, ra.R, 0, 60, false), StateError);
+    EXPECT_THROW(b.update_allocate(99, rb.R, 0, 60, false), StateError);
+    EXPECT_EQ(a.partial_cancel(ra.jobid, {"/cluster0/rack0/node0/socket0"}),
+              b.partial_cancel(rb.jobid, {"/cluster0/rack0/node0/socket0"}));
+    EXPECT_EQ(usage_of(a), usage_of(b));
+    EXPECT_EQ(a.cancel(ra.jobid, false), b.cancel(rb.jobid, false));
+    EXPECT_EQ(usage_of(a), usage_of(b));
+}
