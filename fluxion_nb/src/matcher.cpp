@@ -39,7 +39,7 @@ Matcher::Matcher(const std::string &jgf, MatcherOptions opts) : opts_(std::move(
     g_->load_jgf(jgf);
     trav_ = std::make_unique<Traverser>(*g_, p, opts_.prune_filters);
     trav_->set_kind(kind);
-    trav_->set_deferral(opts_.defer_node_updates);
+    trav_->set_shortcuts(opts_.shortcuts);
     trav_->initialize();
 #if defined(__GLIBC__)
     // The parsed JGF document is far larger than the graph built from it; hand

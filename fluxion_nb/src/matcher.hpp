@@ -27,10 +27,11 @@ struct MatcherOptions {
     // resource-query's -S name (see subsystems.hpp). Matching walks the
     // dominant subsystem's tree; the others named are not walked.
     std::string subsystems = "CA";
-    // Bookkeeping below whole nodes done when first needed rather than at
-    // match time (deferred_holds.cpp). Results are the same either way; off
-    // is for checking exactly that.
-    bool defer_node_updates = true;
+    // Shortcuts that change no result, only the work done: bookkeeping below
+    // whole nodes done when first needed (deferred_holds.cpp) and hidden
+    // aggregates of the leaf types to skip subtrees that lack them. Off is
+    // for checking that they change nothing.
+    bool shortcuts = true;
 };
 
 struct AllocatedVertex {

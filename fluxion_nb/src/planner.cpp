@@ -238,8 +238,9 @@ bool PlannerMulti::fits_during(int64_t at, int64_t duration,
     return true;
 }
 
-int64_t PlannerMulti::add_span(int64_t at, int64_t duration, const std::vector<int64_t> &counts) {
-    std::vector<int64_t> ids(planners_.size(), -1);
+int64_t PlannerMulti::add_span(int64_t at, int64_t duration, const std::vector<int64_t> &counts,
+                               const std::vector<int64_t> &hidden_counts) {
+    std::vector<int64_t> ids(planners_.size() + hidden_.size(), -1);
     for (size_t i = 0; i < planners_.size(); ++i) {
         ids[i] = planners_[i].add_span(at, duration, counts[i]);
         if (ids[i] < 0) {
@@ -247,6 +248,10 @@ int64_t PlannerMulti::add_span(int64_t at, int64_t duration, const std::vector<i
             return -1;
         }
     }
+    // A hidden span that does not fit is left out: the hidden plan then only
+    // shows more free than there is, which prunes less, never wrongly.
+    for (size_t j = 0; j < hidden_.size() && j < hidden_counts.size(); ++j)
+        ids[planners_.size() + j] = hidden_[j].add_span(at, duration, hidden_counts[j]);
     int64_t id = next_span_++;
     spans_[id] = std::move(ids);
     return id;
@@ -256,12 +261,21 @@ bool PlannerMulti::rem_span(int64_t span_id) {
     auto it = spans_.find(span_id);
     if (it == spans_.end()) return false;
     for (size_t i = 0; i < planners_.size(); ++i) planners_[i].rem_span(it->second[i]);
+    rem_hidden(it->second);
     spans_.erase(it);
     return true;
 }
 
-bool PlannerMulti::reduce_span(int64_t span_id, const std::vector<int64_t> &amounts,
-                               bool &removed) {
+void PlannerMulti::rem_hidden(std::vector<int64_t> &ids) {
+    for (size_t j = 0; j < hidden_.size(); ++j) {
+        int64_t &sid = ids[planners_.size() + j];
+        if (sid >= 0) hidden_[j].rem_span(sid);
+        sid = -1;
+    }
+}
+
+bool PlannerMulti::reduce_span(int64_t span_id, const std::vector<int64_t> &amounts, bool &removed,
+                               const std::vector<int64_t> &hidden_amounts) {
     removed = false;
     auto it = spans_.find(span_id);
     if (it == spans_.end()) return false;
@@ -276,13 +290,39 @@ bool PlannerMulti::reduce_span(int64_t span_id, const std::vector<int64_t> &amou
         else if (planners_[i].span_planned(sid) > 0)
             all_gone = false;
     }
+    for (size_t j = 0; j < hidden_.size(); ++j) {
+        int64_t &sid = it->second[planners_.size() + j];
+        if (sid < 0) continue;
+        bool gone = false;
+        if (j < hidden_amounts.size() && hidden_amounts[j] > 0) hidden_[j].reduce_span(sid, hidden_amounts[j], gone);
+        if (gone) sid = -1;
+    }
     if (all_gone) {
         for (size_t i = 0; i < planners_.size(); ++i)
             if (it->second[i] >= 0) planners_[i].rem_span(it->second[i]);
+        rem_hidden(it->second);
         spans_.erase(it);
         removed = true;
     }
     return true;
+}
+
+void PlannerMulti::set_hidden(const std::vector<int> &types, const std::vector<int64_t> &totals) {
+    if (types == hidden_types_) {
+        for (size_t j = 0; j < hidden_.size(); ++j) hidden_[j].set_total(totals[j]);
+        return;
+    }
+    // Other types while spans exist: their past is unknown, so keep none.
+    for (auto &kv : spans_) {
+        rem_hidden(kv.second);
+        kv.second.resize(planners_.size());
+    }
+    hidden_.clear();
+    hidden_types_.clear();
+    if (!spans_.empty() || planners_.empty()) return;
+    int64_t start = planners_[0].start(), duration = planners_[0].end() - planners_[0].start();
+    hidden_types_ = types;
+    for (int64_t t : totals) hidden_.emplace_back(start, duration, t);
 }
 
 int64_t PlannerMulti::span_planned(int64_t span_id, size_t i) const {
@@ -293,6 +333,7 @@ int64_t PlannerMulti::span_planned(int64_t span_id, size_t i) const {
 
 void PlannerMulti::reset() {
     for (auto &p : planners_) p.reset();
+    for (auto &p : hidden_) p.reset();
     spans_.clear();
 }
 

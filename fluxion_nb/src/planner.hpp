@@ -99,7 +99,10 @@ class Planner {
 };
 
 // Several planners over the same time line, one per resource type: the
-// subtree aggregates used to prune the search.
+// subtree aggregates used to prune the search. Besides the configured types
+// it may keep "hidden" ones (leaf types the prune filters do not name) that
+// only ever make the search skip subtrees that cannot hold what is asked;
+// nothing else sees them (size(), at(), the availability walk).
 class PlannerMulti {
    public:
     PlannerMulti(int64_t start, int64_t duration, const std::vector<int64_t> &totals,
@@ -113,10 +116,22 @@ class PlannerMulti {
     size_t span_count() const { return spans_.size(); }
 
     bool fits_during(int64_t at, int64_t duration, const std::vector<int64_t> &counts) const;
-    int64_t add_span(int64_t at, int64_t duration, const std::vector<int64_t> &counts);
+    // `hidden_counts` (index-aligned with the hidden types) may be omitted
+    // when there are none.
+    int64_t add_span(int64_t at, int64_t duration, const std::vector<int64_t> &counts,
+                     const std::vector<int64_t> &hidden_counts = {});
     bool rem_span(int64_t span_id);
-    // Reduce a span by per-type amounts (index-aligned); `removed` when empty.
-    bool reduce_span(int64_t span_id, const std::vector<int64_t> &amounts, bool &removed);
+    // Reduce a span by per-type amounts (index-aligned); `removed` when the
+    // configured types' part is empty.
+    bool reduce_span(int64_t span_id, const std::vector<int64_t> &amounts, bool &removed,
+                     const std::vector<int64_t> &hidden_amounts = {});
+
+    // Hidden types: set them (with their totals) on a plan without spans, or
+    // update the totals of the same types; otherwise they are dropped.
+    void set_hidden(const std::vector<int> &types, const std::vector<int64_t> &totals);
+    size_t hidden_size() const { return hidden_.size(); }
+    int hidden_type_at(size_t i) const { return hidden_types_[i]; }
+    const Planner &hidden_at(size_t i) const { return hidden_[i]; }
     int64_t span_planned(int64_t span_id, size_t i) const;
     void reset();
     void update_totals(const std::vector<int64_t> &totals);
@@ -128,9 +143,13 @@ class PlannerMulti {
    private:
     std::vector<Planner> planners_;
     std::vector<int> types_;
-    std::map<int64_t, std::vector<int64_t>> spans_;  // multi span -> per-planner span ids
+    std::vector<Planner> hidden_;
+    std::vector<int> hidden_types_;
+    // multi span -> per-planner span ids, configured then hidden (-1: none)
+    std::map<int64_t, std::vector<int64_t>> spans_;
     int64_t next_span_ = 0;
     std::vector<int64_t> iter_counts_;
+    void rem_hidden(std::vector<int64_t> &ids);  // remove a span's hidden parts
     int64_t iter_duration_ = 0;
 };
 

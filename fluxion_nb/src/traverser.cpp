@@ -118,6 +118,17 @@ void Traverser::prime_filter(int u, std::map<int, int64_t> &to_parent) {
     } else {
         y.subplan = std::make_unique<PlannerMulti>(g_.start(), g_.duration(), avail, types);
     }
+    // The other pruning types (leaf types promoted at the root) are kept as
+    // hidden aggregates here: they let a search skip subtrees without them.
+    std::vector<int> hidden;
+    std::vector<int64_t> hidden_totals;
+    for (int t : prune_.all) {
+        if (std::find(types.begin(), types.end(), t) != types.end()) continue;
+        auto it = dfv.find(t);
+        hidden.push_back(t);
+        hidden_totals.push_back(it == dfv.end() ? 0 : it->second);
+    }
+    y.subplan->set_hidden(hidden, hidden_totals);
 }
 
 void Traverser::initialize() {
@@ -256,7 +267,48 @@ bool Traverser::by_subplan(const JobMeta &m, int u, const Resource &r) {
             return false;
         }
     }
+    return !hidden_prune_ || by_hidden(m, *x.subplan, r);
+}
+
+bool Traverser::by_hidden(const JobMeta &m, const PlannerMulti &p, const Resource &r) {
+    for (size_t j = 0; j < p.hidden_size(); ++j) {
+        auto need = r.user_data.find(p.hidden_type_at(j));
+        if (need == r.user_data.end() || need->second <= 0) continue;
+        const Planner &h = p.hidden_at(j);
+        if (need->second > h.total()) {
+            errno_ = MatchErr::Range;
+            return false;
+        }
+        if (m.alloc_type == AllocType::Satisfiability) continue;
+        if (!h.fits_during(m.at, m.duration, need->second)) {
+            errno_ = MatchErr::Busy;
+            return false;
+        }
+    }
     return true;
+}
+
+std::vector<int64_t> Traverser::hidden_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) const {
+    std::vector<int64_t> out(p.hidden_size(), 0);
+    for (size_t j = 0; j < p.hidden_size(); ++j) {
+        auto it = m.find(p.hidden_type_at(j));
+        if (it != m.end()) out[j] = it->second;
+    }
+    return out;
+}
+
+// Hidden aggregates may only skip subtrees whose walk would have found
+// nothing and said nothing: not with jobspecs whose walk can stop on an
+// error (sibling resources of one type, an explicit non-exclusive request).
+bool Traverser::plain_request(const std::vector<Resource> &rs) {
+    std::set<int> types;
+    bool slot = false;
+    for (const auto &r : rs) {
+        if (r.exclusive == Tristate::False || !types.insert(r.type).second) return false;
+        slot = slot || r.type == g_.types.slot;
+        if (!plain_request(r.with)) return false;
+    }
+    return !slot || rs.size() == 1;
 }
 
 bool Traverser::prune(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs) {
@@ -821,6 +873,7 @@ bool Traverser::run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &
     if (policy_.node_exclusive) x_types_.insert(g_.types.node);
     std::map<int, int64_t> dfv;
     prime_jobspec(js.resources, dfv);
+    hidden_prune_ = hidden_enabled_ && !flexible() && plain_request(js.resources);
     JobMeta m;
     m.jobid = jobid;
     m.at = at;
@@ -924,7 +977,8 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
             int64_t xs = x.x_checker.add_span(m.at, m.duration, 1);
             if (xs >= 0) x.x_spans[m.jobid] = xs;
             if (x.subplan && !dfu.empty()) {
-                int64_t sp = x.subplan->add_span(m.at, m.duration, relevant_counts(*x.subplan, dfu));
+                int64_t sp = x.subplan->add_span(m.at, m.duration, relevant_counts(*x.subplan, dfu),
+                                                 hidden_counts(*x.subplan, dfu));
                 if (sp >= 0) x.job2span[m.jobid] = sp;
             }
             // A partial pool only gives up what it lent; Fluxion's whole-vertex
@@ -1062,7 +1116,8 @@ bool Traverser::partial_cancel(int64_t jobid, const std::vector<int> &release, b
         auto it = a.job2span.find(jobid);
         if (it == a.job2span.end()) continue;
         bool removed = false;
-        a.subplan->reduce_span(it->second, relevant_counts(*a.subplan, kv.second), removed);
+        a.subplan->reduce_span(it->second, relevant_counts(*a.subplan, kv.second), removed,
+                               hidden_counts(*a.subplan, kv.second));
         if (!removed) continue;
         a.job2span.erase(it);
         a.tags.erase(jobid);

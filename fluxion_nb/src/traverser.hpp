@@ -88,9 +88,11 @@ class Traverser {
     // Apply every deferred node-wide bookkeeping (see deferred_holds.cpp);
     // needed before reading vertices' scheduling state directly.
     void settle();
-    void set_deferral(bool on) {
+    // See MatcherOptions::shortcuts.
+    void set_shortcuts(bool on) {
         settle();
         defer_ = on;
+        hidden_enabled_ = on;
     }
 
     unsigned preorder_count() const { return preorder_; }
@@ -155,6 +157,11 @@ class Traverser {
     int64_t sat_time(int64_t duration) const;
     bool by_excl(const JobMeta &m, int u, bool exclusive_in, const Resource &r);
     bool by_subplan(const JobMeta &m, int u, const Resource &r);
+    bool hidden_enabled_ = true;
+    bool hidden_prune_ = false;  // this match may use the hidden aggregates
+    bool by_hidden(const JobMeta &m, const PlannerMulti &p, const Resource &r);
+    std::vector<int64_t> hidden_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) const;
+    bool plain_request(const std::vector<Resource> &rs);
     bool prune(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs);
     const std::vector<Resource> &test(int u, const std::vector<Resource> &rs, bool &pristine,
                                       unsigned &nslots, MatchKind &kind);
