@@ -16,7 +16,7 @@
 namespace fluxion {
 
 bool Traverser::defers_below(int u, bool mod, const JobMeta &m, bool full) const {
-    return defer_ && mod && full && g_.vertices[static_cast<size_t>(u)].type == g_.types.node &&
+    return defer_ && !shared_ && mod && full && g_.vertices[static_cast<size_t>(u)].type == g_.types.node &&
            (m.alloc_type == AllocType::Alloc || m.alloc_type == AllocType::AllocOrReserve);
 }
 

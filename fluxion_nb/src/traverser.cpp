@@ -133,6 +133,9 @@ void Traverser::prime_filter(int u, std::map<int, int64_t> &to_parent) {
 
 void Traverser::initialize() {
     settle();
+    // The shortcuts reason about trees: a vertex with several parents (shared
+    // storage) is counted and visited under whichever comes first.
+    shared_ = g_.has_shared_children();
     ++epoch_;
     if (g_.root < 0) return;
     std::map<int, int64_t> from;
@@ -873,7 +876,7 @@ bool Traverser::run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &
     if (policy_.node_exclusive) x_types_.insert(g_.types.node);
     std::map<int, int64_t> dfv;
     prime_jobspec(js.resources, dfv);
-    hidden_prune_ = hidden_enabled_ && !flexible() && plain_request(js.resources);
+    hidden_prune_ = hidden_enabled_ && !shared_ && !flexible() && plain_request(js.resources);
     JobMeta m;
     m.jobid = jobid;
     m.at = at;

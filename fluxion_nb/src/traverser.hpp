@@ -158,6 +158,7 @@ class Traverser {
     bool by_excl(const JobMeta &m, int u, bool exclusive_in, const Resource &r);
     bool by_subplan(const JobMeta &m, int u, const Resource &r);
     bool hidden_enabled_ = true;
+    bool shared_ = false;  // some vertex has several parents: no shortcuts
     bool hidden_prune_ = false;  // this match may use the hidden aggregates
     bool by_hidden(const JobMeta &m, const PlannerMulti &p, const Resource &r);
     std::vector<int64_t> hidden_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) const;

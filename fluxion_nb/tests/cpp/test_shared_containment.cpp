@@ -45,9 +45,9 @@ const char *kL1Job = R"({"version":1,"resources":[
    {"type":"ssd","count":1024,"exclusive":true}]}]}],
  "tasks":[{"command":["x"],"slot":"t","count":{"per_slot":1}}],"attributes":{"system":{"duration":60}}})";
 
-std::vector<std::string> names(const MatchResult &r) {
+std::vector<std::string> names(const Matcher &m, const MatchResult &r) {
     std::vector<std::string> out;
-    for (const auto &v : r.vertices) out.push_back(v.name);
+    for (const auto &v : m.describe(r.emitted)) out.push_back(v.name);
     return out;
 }
 
@@ -72,7 +72,7 @@ TEST(SharedContainment, StorageIsMatchedThroughEitherParent) {
     Matcher m(tiered_jgf(), o);
     MatchResult a = m.match(kL2Job, "allocate", std::nullopt, "simple");
     ASSERT_EQ(a.status, "allocated") << a.error;
-    std::vector<std::string> got = names(a);
+    std::vector<std::string> got = names(m, a);
     // One ssd (512 units) under l1unit0, reached from l2unit0.
     std::vector<std::string> want{"core0", "node0", "rack0", "ssd1", "l1unit0", "l2unit0", "cluster0"};
     EXPECT_EQ(got, want);

@@ -151,7 +151,7 @@ void run_twin(const std::string &policy, unsigned seed, int steps) {
 }  // namespace
 
 TEST(Shortcuts, SameAnswersWithoutThem) {
-    for (const char *policy : {"first", "firstnodex", "low", "high", "lonode", "hinodex"})
+    for (const char *policy : {"first", "firstnodex", "low", "high", "lonode", "hinodex", "variation"})
         for (unsigned seed = 1; seed <= 8; ++seed) run_twin(policy, seed, 200);
 }
 

@@ -32,7 +32,10 @@ const char *kOneNode = R"({"version":1,"resources":[{"type":"node","count":1,"wi
  {"type":"slot","count":1,"label":"t","with":[{"type":"core","count":1}]}]}],
  "tasks":[{"command":["x"],"slot":"t","count":{"per_slot":1}}],"attributes":{"system":{"duration":60}}})";
 
-std::string node_of(const MatchResult &r) { return r.vertices.empty() ? "" : r.vertices.front().node; }
+std::string node_of(const Matcher &m, const MatchResult &r) {
+    std::vector<AllocatedVertex> vs = m.describe(r.emitted);
+    return vs.empty() ? "" : vs.front().node;
+}
 
 }  // namespace
 
@@ -53,7 +56,7 @@ TEST(VariationPolicy, LowestPerformanceClassIsChosenFirst) {
     m.set_property("/cluster0/node0", "perf_class", "5");
     m.set_property("/cluster0/node1", "perf_class", "2");
     // node2 has no class: the worst.
-    EXPECT_EQ(node_of(m.match(kOneNode, "allocate", std::nullopt, "simple")), "node1");
-    EXPECT_EQ(node_of(m.match(kOneNode, "allocate", std::nullopt, "simple")), "node0");
-    EXPECT_EQ(node_of(m.match(kOneNode, "allocate", std::nullopt, "simple")), "node2");
+    EXPECT_EQ(node_of(m, m.match(kOneNode, "allocate", std::nullopt, "simple")), "node1");
+    EXPECT_EQ(node_of(m, m.match(kOneNode, "allocate", std::nullopt, "simple")), "node0");
+    EXPECT_EQ(node_of(m, m.match(kOneNode, "allocate", std::nullopt, "simple")), "node2");
 }
