@@ -52,7 +52,7 @@ class Matcher:
     def traverser(self) -> Literal["simple", "flexible"]: ...
     def __init__(
         self,
-        jgf: str,
+        jgf: str | bytes,
         policy: str = "first",
         prune_filters: str = "ALL:core,ALL:node",
         match_format: str = "jgf",

@@ -63,14 +63,30 @@ NB_MODULE(_core, m) {
     nb::class_<Matcher>(m, "Matcher")
         .def(
             "__init__",
-            [](Matcher *self, const std::string &jgf, const std::string &policy,
+            [](Matcher *self, nb::handle jgf, const std::string &policy,
                const std::string &prune_filters, const std::string &match_format,
                const std::set<std::string> &partial_pool_types, const std::string &traverser,
                const std::string &subsystems) {
                 MatcherOptions o{policy, prune_filters, match_format, partial_pool_types, traverser,
                                  subsystems};
+                // Read the JGF text in place: a large graph's text is ~100 MB.
+                // The caller's reference keeps the (immutable) object alive.
+                std::string_view text;
+                if (PyUnicode_Check(jgf.ptr())) {
+                    Py_ssize_t n = 0;
+                    const char *p = PyUnicode_AsUTF8AndSize(jgf.ptr(), &n);
+                    if (!p) throw nb::python_error();
+                    text = std::string_view(p, static_cast<size_t>(n));
+                } else if (PyBytes_Check(jgf.ptr())) {
+                    char *p = nullptr;
+                    Py_ssize_t n = 0;
+                    if (PyBytes_AsStringAndSize(jgf.ptr(), &p, &n) != 0) throw nb::python_error();
+                    text = std::string_view(p, static_cast<size_t>(n));
+                } else {
+                    throw nb::type_error("jgf must be str or bytes");
+                }
                 nb::gil_scoped_release release;
-                new (self) Matcher(jgf, o);
+                new (self) Matcher(text, o);
             },
             nb::arg("jgf"), nb::arg("policy") = "first", nb::arg("prune_filters") = "ALL:core,ALL:node",
             nb::arg("match_format") = "jgf", nb::arg("partial_pool_types") = std::set<std::string>(),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fluxion_nb import _core
+from fluxion_nb.errors import InputError
 from fluxion_nb.jobspec import JobspecLike, to_json
 
 MatchOp = Literal[
@@ -149,7 +150,7 @@ class Graph:
 
     def __init__(
         self,
-        jgf: str | Mapping[str, Any],
+        jgf: str | bytes | Mapping[str, Any],
         *,
         policy: str = "first",
         prune_filters: str = "ALL:core,ALL:node",
@@ -160,7 +161,13 @@ class Graph:
     ) -> None:
         """``subsystems`` is resource-query's ``-S`` name (``CA``, ``PA``, ``C+PA``, ...):
         the first subsystem named is the tree matching walks."""
-        text = jgf if isinstance(jgf, str) else json.dumps(jgf)
+        # Text (str, or UTF-8 bytes) is read by the core in place, without a copy.
+        text = jgf if isinstance(jgf, (str, bytes)) else json.dumps(jgf)
+        if isinstance(text, bytes) and not text.isascii():
+            try:
+                text = text.decode()
+            except UnicodeDecodeError as exc:
+                raise InputError(f"JGF: not valid UTF-8: {exc}") from None
         if partial_pools is True:
             pools = {"*"}
         elif partial_pools is False:
@@ -172,13 +179,14 @@ class Graph:
         )
 
     @classmethod
-    def from_jgf(cls, jgf: str | Mapping[str, Any], **kwargs: Any) -> Graph:
+    def from_jgf(cls, jgf: str | bytes | Mapping[str, Any], **kwargs: Any) -> Graph:
         """Build from JGF text or a parsed JGF document."""
         return cls(jgf, **kwargs)
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> Graph:
-        return cls(Path(path).read_text(), **kwargs)
+        # The bytes go to the core as they are: no decoding, no copy.
+        return cls(Path(path).read_bytes(), **kwargs)
 
     @property
     def policy(self) -> str:

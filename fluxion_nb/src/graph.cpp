@@ -273,7 +273,7 @@ void Graph::reject_shared_cycles(const std::vector<std::pair<int, int>> &pedges,
     }
 }
 
-std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
+std::vector<int> Graph::read_jgf(std::string_view text, bool attach) {
     // Validate everything before touching the graph, so bad input changes
     // nothing. New vertices are built at the end of `vertices` but indexed
     // nowhere, and dropped again if the input turns out bad; their strings
@@ -662,12 +662,12 @@ std::vector<int> Graph::read_jgf(const std::string &text, bool attach) {
     return added;
 }
 
-void Graph::load_jgf(const std::string &text) {
+void Graph::load_jgf(std::string_view text) {
     if (!vertices.empty()) throw StateError("graph already loaded");
     read_jgf(text, false);
 }
 
-std::vector<int> Graph::attach_jgf(const std::string &text) {
+std::vector<int> Graph::attach_jgf(std::string_view text) {
     if (vertices.empty()) {
         read_jgf(text, false);
         std::vector<int> all(vertices.size());

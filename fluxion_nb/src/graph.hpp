@@ -140,10 +140,10 @@ class Graph {
     int64_t duration() const { return opts_.duration; }
 
     // Load a JGF document (replacing nothing: the graph must be empty).
-    void load_jgf(const std::string &text);
+    void load_jgf(std::string_view text);
     // Add the vertices and edges of a JGF subgraph whose top vertex's parent
     // already exists (grow). Returns the new vertices.
-    std::vector<int> attach_jgf(const std::string &text);
+    std::vector<int> attach_jgf(std::string_view text);
     // Detach the subtree rooted at `v` (shrink); vertices stay as tombstones.
     std::vector<int> detach_subtree(int v);
 
@@ -181,7 +181,7 @@ class Graph {
     // Paths in subsystems other than containment (views into other_paths).
     std::unordered_map<std::string_view, int> other_path_index_;
     std::set<std::string> rooted_;  // subsystems that have a root
-    std::vector<int> read_jgf(const std::string &text, bool attach);
+    std::vector<int> read_jgf(std::string_view text, bool attach);
     void index_vertex(int v);
     void unindex_vertex(int v);
     void add_edge(int src, int tgt);

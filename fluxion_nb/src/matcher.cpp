@@ -25,7 +25,7 @@ bool valid_op(const std::string &op) {
 }
 }  // namespace
 
-Matcher::Matcher(const std::string &jgf, MatcherOptions opts) : opts_(std::move(opts)) {
+Matcher::Matcher(std::string_view jgf, MatcherOptions opts) : opts_(std::move(opts)) {
     Policy p = Policy::from_name(opts_.policy);
     TraverserKind kind = traverser_kind(opts_.traverser);
     // Or-slots are cut from whole candidates only (flux-sched's rule).

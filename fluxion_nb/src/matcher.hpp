@@ -77,7 +77,8 @@ struct GraphStats {
 
 class Matcher {
    public:
-    Matcher(const std::string &jgf, MatcherOptions opts);
+    // `jgf` is only read during construction (no copy is kept).
+    Matcher(std::string_view jgf, MatcherOptions opts);
 
     // op: allocate | allocate_orelse_reserve | allocate_with_satisfiability |
     //     satisfiability | without_allocating | without_allocating_future

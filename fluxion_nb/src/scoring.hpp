@@ -7,6 +7,8 @@
 #include <map>
 #include <vector>
 
+#include "small_vec.hpp"
+
 namespace fluxion {
 
 constexpr int64_t kMatchUnmet = 0;
@@ -25,7 +27,7 @@ struct EdgeGroup {
     unsigned needs = 0;
     unsigned exclusive = 0;
     bool root = false;
-    std::vector<EvalEdge> edges;
+    SmallVec<EvalEdge, 1> edges;  // one edge except for slots
 };
 
 class Evals {
@@ -92,11 +94,37 @@ class Evals {
     unsigned best_i_ = 0;
 };
 
+// Evals per resource type, in type order. A handful of types at most, so a
+// sorted vector beats a tree: no allocation per type and per visit.
+class EvalsByType {
+   public:
+    using value_type = std::pair<int, Evals>;
+    Evals &operator[](int type) {
+        auto it = lower(type);
+        if (it == items_.end() || it->first != type) it = items_.insert(it, value_type(type, Evals()));
+        return it->second;
+    }
+    size_t count(int type) const {
+        auto it = const_cast<EvalsByType *>(this)->lower(type);
+        return it != items_.end() && it->first == type ? 1 : 0;
+    }
+    std::vector<value_type>::iterator begin() { return items_.begin(); }
+    std::vector<value_type>::iterator end() { return items_.end(); }
+
+   private:
+    std::vector<value_type> items_;
+    std::vector<value_type>::iterator lower(int type) {
+        return std::lower_bound(items_.begin(), items_.end(), type,
+                                [](const value_type &v, int t) { return v.first < t; });
+    }
+};
+
 class Scoring {
    public:
     Evals &of(int type) { return by_type_[type]; }
     bool has(int type) const { return by_type_.count(type) > 0; }
-    std::map<int, Evals> &all() { return by_type_; }
+    // Iterated in type order; adding a type while iterating is not allowed.
+    EvalsByType &all() { return by_type_; }
     unsigned qualified_count(int type) { return by_type_[type].qualified_count(); }
     unsigned total_count(int type) { return by_type_[type].total_count(); }
     void add(int type, EdgeGroup g) { by_type_[type].add(std::move(g)); }
@@ -119,7 +147,7 @@ class Scoring {
     unsigned avail = 0;
 
    private:
-    std::map<int, Evals> by_type_;
+    EvalsByType by_type_;
 };
 
 }  // namespace fluxion

@@ -23,6 +23,17 @@ class SmallVec {
         }
         return *this;
     }
+    SmallVec(SmallVec &&o) noexcept { take(o); }
+    SmallVec &operator=(SmallVec &&o) noexcept {
+        if (this != &o) {
+            if (heap_) std::free(data_);
+            data_ = reinterpret_cast<T *>(inline_);
+            cap_ = N;
+            heap_ = false;
+            take(o);
+        }
+        return *this;
+    }
     ~SmallVec() {
         if (heap_) std::free(data_);
     }
@@ -71,6 +82,21 @@ class SmallVec {
         data_ = nd;
         cap_ = ncap;
         heap_ = true;
+    }
+    // Steal o's heap block, or copy its inline elements; o is left empty.
+    void take(SmallVec &o) noexcept {
+        if (o.heap_) {
+            data_ = o.data_;
+            cap_ = o.cap_;
+            heap_ = true;
+            o.data_ = reinterpret_cast<T *>(o.inline_);
+            o.cap_ = N;
+            o.heap_ = false;
+        } else {
+            for (size_t i = 0; i < o.size_; ++i) data_[i] = o.data_[i];  // at most N
+        }
+        size_ = o.size_;
+        o.size_ = 0;
     }
     void assign(const SmallVec &o) {
         grow(o.size_);

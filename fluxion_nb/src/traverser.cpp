@@ -550,6 +550,7 @@ int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs,
 
 bool Traverser::partial_share_type(int type) const {
     const auto &pp = g_.options().partial_pool_types;
+    if (pp.empty()) return false;  // the common case, without string lookups
     return pp.count("*") > 0 || pp.count(g_.types.name(type)) > 0;
 }
 
