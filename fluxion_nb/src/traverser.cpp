@@ -1007,7 +1007,11 @@ bool Traverser::update(int root, Emission &out, JobMeta &m) {
     std::map<int, int64_t> dfu;
     bool emit_shadow = x_types_.count(type_of(root)) > 0;
     level_ = 0;
+    // Jobs tend to repeat their shape: size the emission like the last one.
+    out.vertices.reserve(last_emitted_);
+    out.edges.reserve(last_emitted_);
     int n = upd_dfv(root, out, root_needs_, root_excl_ != 0, m, true, dfu, emit_shadow);
+    last_emitted_ = out.vertices.size();
     if (n > 0) {
         out.starttime = m.at;
         out.expiration = m.at + m.duration;

@@ -114,6 +114,7 @@ class Traverser {
     int64_t node_factor_ = 0;
     unsigned preorder_ = 0, postorder_ = 0;
     int level_ = 0;
+    size_t last_emitted_ = 0;  // vertices the last update emitted
     MatchErr errno_ = MatchErr::None;
     std::string err_msg_;
     // Root pseudo-edge marks.

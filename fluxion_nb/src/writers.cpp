@@ -106,7 +106,7 @@ json::Value rlite_value(const Graph &g, const Emission &em, std::vector<std::str
             for (auto &kv : pending) {
                 std::vector<int64_t> &ids = kv.second;
                 if (ids.empty()) continue;
-                std::sort(ids.begin(), ids.end());
+                if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
                 ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
                 children.set(g.types.name(kv.first), json::Value::make_string(format_sorted_idset(ids)));
                 ids.clear();
