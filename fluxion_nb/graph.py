@@ -91,6 +91,10 @@ class AllocatedVertices(Sequence[AllocatedVertex]):
     def __repr__(self) -> str:
         return repr(self._items)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Copies and pickles hold the described vertices, not the matcher.
+        return (tuple, (self._items,))
+
 
 @dataclass(frozen=True)
 class Allocation:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -156,6 +159,27 @@ def test_concurrent_matches_never_over_commit() -> None:
 def test_graph_accepts_jgf_text_and_reports_its_size() -> None:
     g = Graph.from_jgf(json.dumps(pooled_cluster(nodes=3)))
     assert g.stat() == {"vertices": 10, "edges": 9, "jobs": 0}
+
+
+def test_graph_reads_jgf_bytes_and_files_and_rejects_bad_utf8(tmp_path: Any) -> None:
+    text = json.dumps(pooled_cluster(nodes=3))
+    assert Graph(text.encode()).stat() == Graph(text).stat()
+    path = tmp_path / "g.json"
+    path.write_text(text)
+    assert Graph.from_file(path).stat() == {"vertices": 10, "edges": 9, "jobs": 0}
+    with pytest.raises(InputError, match="UTF-8"):
+        Graph(b'{"graph": "\xff"}')
+
+
+def test_allocation_vertices_are_described_on_demand_and_act_as_a_tuple() -> None:
+    g = Graph(pooled_cluster(nodes=2), policy="first")
+    a = g.match(slot_jobspec(1, 1000, 1024))
+    assert len(a.vertices) == len(tuple(a.vertices)) > 0
+    assert a.vertices[-1].type == "cluster"
+    assert a.vertices == tuple(a.vertices)
+    assert copy.deepcopy(a.vertices) == tuple(a.vertices)
+    assert replace(a, status="busy").vertices == a.vertices
+    assert g.match(slot_jobspec(1, 1000, 1024), "satisfiability").vertices == ()
 
 
 def test_variation_policy_places_on_the_lowest_performance_class_first() -> None:
