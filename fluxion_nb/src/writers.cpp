@@ -93,25 +93,29 @@ json::Value jgf_value(const Graph &g, const Emission &em) {
 // R_lite: core and gpu ids gathered per node (and storage node), nodes with
 // the same children merged into one rank set.
 json::Value rlite_value(const Graph &g, const Emission &em, std::vector<std::string> &nodelist) {
-    // reducer type -> ids since the last node (sorted and deduplicated there)
-    std::map<int, std::vector<int64_t>> pending;
+    // Reducer types in type order, each with its ids since the last node
+    // (sorted and deduplicated there).
+    std::pair<int, std::vector<int64_t>> pending[2] = {{std::min(g.types.core, g.types.gpu), {}},
+                                                       {std::max(g.types.core, g.types.gpu), {}}};
     std::vector<std::pair<std::string, std::pair<std::set<int64_t>, json::Value>>> groups;
-    int core = g.types.core, gpu = g.types.gpu;
+    std::vector<std::pair<int, std::string>> sets;  // of the node at hand
+    std::string sig;
     for (const auto &ev : em.vertices) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
-        if (v.type == core || v.type == gpu) {
-            pending[v.type].push_back(v.id);
+        if (v.type == pending[0].first || v.type == pending[1].first) {
+            pending[v.type == pending[0].first ? 0 : 1].second.push_back(v.id);
         } else if (v.type == g.types.node || v.type == g.types.storage_node) {
-            json::Value children = json::Value::make_object();
+            sets.clear();
+            sig.clear();
             for (auto &kv : pending) {
                 std::vector<int64_t> &ids = kv.second;
                 if (ids.empty()) continue;
                 if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
                 ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-                children.set(g.types.name(kv.first), json::Value::make_string(format_sorted_idset(ids)));
+                sets.emplace_back(kv.first, format_sorted_idset(ids));
+                sig += std::to_string(kv.first) + ':' + sets.back().second + ';';
                 ids.clear();
             }
-            std::string sig = json::dump(children);
             nodelist.push_back(std::string(v.name));
             bool merged = false;
             for (auto &grp : groups)
@@ -120,7 +124,10 @@ json::Value rlite_value(const Graph &g, const Emission &em, std::vector<std::str
                     merged = true;
                     break;
                 }
-            if (!merged) groups.push_back({sig, {{v.rank}, children}});
+            if (merged) continue;
+            json::Value children = json::Value::make_object();
+            for (auto &ts : sets) children.set(g.types.name(ts.first), json::Value::make_string(ts.second));
+            groups.push_back({sig, {{v.rank}, children}});
         }
     }
     json::Value arr = json::Value::make_array();
