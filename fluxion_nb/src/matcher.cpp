@@ -123,15 +123,16 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
         r.at = at;
         r.duration = em.expiration - em.starttime;
         r.R = write_r(*g_, em, fmt);
-        r.emitted = em.vertices;
         if (!consumes) {
             r.status = "matched";
         } else {
             r.status = at == 0 ? "allocated" : "reserved";
             JobRecord jr{id, at == 0 ? "ALLOCATED" : "RESERVED", at, r.duration, 0.0, r.R, {}};
+            jr.vertices.reserve(em.vertices.size());
             for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
             jobs_[id] = std::move(jr);
         }
+        r.emitted = std::move(em.vertices);
     }
     if (consumes && !jobid) counter_++;
     if (consumes && jobid && *jobid >= counter_) counter_ = *jobid + 1;
