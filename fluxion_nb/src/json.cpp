@@ -373,6 +373,16 @@ class Parser {
     std::string_view string() {
         expect('"');
         size_t start = p_;
+        // Most string bytes are plain: skip them with one table lookup each.
+        static const struct Plain {
+            bool at[256];
+            Plain() : at() {
+                for (int c = 0x20; c < 256; ++c) at[c] = c != '"' && c != '\\';
+            }
+        } plain;
+        const size_t n = t_.size();
+        const char *d = t_.data();
+        while (p_ < n && plain.at[static_cast<unsigned char>(d[p_])]) ++p_;
         while (p_ < t_.size()) {
             char c = t_[p_];
             if (c == '"') {
