@@ -57,7 +57,7 @@ class Evals {
     template <class Cmp>
     bool choose_best_k(unsigned k, Cmp cmp) {
         if (k == 0 || k > qual_) return false;
-        std::sort(groups_.begin(), groups_.end(), cmp);
+        sort_groups(cmp);
         int to_select = static_cast<int>(k);
         unsigned i = 0;
         while (to_select > 0) {
@@ -84,6 +84,21 @@ class Evals {
     }
 
    private:
+    // std::sort over positions, then one move per group. The order is the one
+    // std::sort gives the groups themselves (same comparisons, same moves:
+    // flux-sched's ties fall the same way) without swapping whole groups, which
+    // dominated matching on graphs of many pooled nodes.
+    template <class Cmp>
+    void sort_groups(Cmp cmp) {
+        std::vector<uint32_t> order(groups_.size());
+        for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return cmp(groups_[a], groups_[b]); });
+        std::vector<EdgeGroup> sorted;
+        sorted.reserve(groups_.size());
+        for (uint32_t i : order) sorted.push_back(std::move(groups_[i]));
+        groups_ = std::move(sorted);
+    }
+
     std::vector<EdgeGroup> groups_;
     size_t iter_ = 0;
     bool iter_reset_ = true;

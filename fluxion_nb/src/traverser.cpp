@@ -551,7 +551,12 @@ int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs,
 bool Traverser::partial_share_type(int type) const {
     const auto &pp = g_.options().partial_pool_types;
     if (pp.empty()) return false;  // the common case, without string lookups
-    return pp.count("*") > 0 || pp.count(g_.types.name(type)) > 0;
+    // Asked per candidate and resource: answer from a per-type table, filled once
+    // per type (types only ever get added, and the options never change).
+    auto t = static_cast<size_t>(type);
+    if (t >= partial_type_.size()) partial_type_.resize(t + 1, -1);
+    if (partial_type_[t] < 0) partial_type_[t] = pp.count("*") > 0 || pp.count(g_.types.name(type)) > 0;
+    return partial_type_[t] != 0;
 }
 
 unsigned Traverser::cnt_slot(const std::vector<Resource> &shape, Scoring &dfu_slot) {

@@ -135,6 +135,7 @@ class Traverser {
 
     bool is_pruning_type(int t) const { return prune_.all.count(t) > 0; }
     bool partial_share_type(int type) const;
+    mutable std::vector<signed char> partial_type_;  // per type id: -1 not asked yet, 0, 1
     void set_pruning_type(int anchor, int t);
     std::vector<int> my_pruning_types(int anchor) const;
     void accum_if(int type, int64_t count, std::map<int, int64_t> &acc) const {
