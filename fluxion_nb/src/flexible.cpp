@@ -371,28 +371,10 @@ int Traverser::flex_dom_slot(const JobMeta &m, int u, const std::vector<Resource
         return -1;
     }
     std::vector<EdgeGroup> cut;
+    SlotCursor cursor;
     for (int index : order) {
         EdgeGroup slot;
-        int64_t score = kMatchMet;
-        for (const auto &elem : slots[static_cast<size_t>(index)].with) {
-            unsigned count = calc_count(elem, dfu_slot.qualified_count(elem.type));
-            Evals &ev = dfu_slot.of(elem.type);
-            unsigned j = 0;
-            while (j < count) {
-                EdgeGroup *g = ev.iter_next();
-                if (!g) {
-                    err_msg_ += "dom_slot: not enough slots.\n";
-                    return -1;
-                }
-                unsigned c = g->edges[0].count;
-                slot.edges.push_back(EvalEdge{c, c, 1, g->edges[0].edge});
-                score += g->score;
-                j += c;
-            }
-        }
-        slot.score = score;
-        slot.count = 1;
-        slot.exclusive = 1;
+        if (!cut_slot(slots[static_cast<size_t>(index)].with, dfu_slot, cursor, slot)) return -1;
         cut.push_back(std::move(slot));
     }
     for (auto &s : cut) dfu.add(g_.types.slot, std::move(s));

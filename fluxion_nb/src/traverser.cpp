@@ -584,6 +584,50 @@ unsigned Traverser::cnt_slot(const std::vector<Resource> &shape, Scoring &dfu_sl
     return qual_num_slots;
 }
 
+bool Traverser::cut_slot(const std::vector<Resource> &shape, Scoring &dfu_slot, SlotCursor &cursor,
+                         EdgeGroup &slot) {
+    int64_t score = kMatchMet;
+    for (const auto &elem : shape) {
+        unsigned j = 0;
+        unsigned count = calc_count(elem, dfu_slot.qualified_count(elem.type));
+        Evals &ev = dfu_slot.of(elem.type);
+        bool partial = partial_share_type(elem.type);
+        while (j < count) {
+            if (partial) {
+                auto &cur = cursor[elem.type];
+                if (cur.second == 0) {
+                    cur.first = ev.iter_next();
+                    if (!cur.first) {
+                        err_msg_ += "dom_slot: not enough slots.\n";
+                        return false;
+                    }
+                    cur.second = cur.first->edges[0].count;
+                    if (cur.second == 0) continue;
+                }
+                unsigned take = std::min(count - j, cur.second);
+                slot.edges.push_back(EvalEdge{take, take, 1, cur.first->edges[0].edge});
+                score += cur.first->score;
+                cur.second -= take;
+                j += take;
+                continue;
+            }
+            EdgeGroup *g = ev.iter_next();
+            if (!g) {
+                err_msg_ += "dom_slot: not enough slots.\n";
+                return false;
+            }
+            unsigned c = g->edges[0].count;
+            slot.edges.push_back(EvalEdge{c, c, 1, g->edges[0].edge});
+            score += g->score;
+            j += c;
+        }
+    }
+    slot.score = score;
+    slot.count = 1;
+    slot.exclusive = 1;
+    return true;
+}
+
 int Traverser::dom_slot(const JobMeta &m, int u, const std::vector<Resource> &shape, unsigned nslots,
                         bool pristine, Scoring &dfu) {
     bool x_inout = true;
@@ -593,50 +637,10 @@ int Traverser::dom_slot(const JobMeta &m, int u, const std::vector<Resource> &sh
     if (explore(m, u, shape, pristine, &x_inout, dfu_slot, nslots) != 0) return -1;
     finish_slot(dfu_slot);
     qual = cnt_slot(shape, dfu_slot);
-    // Per partial-pool type: the candidate being cut and what is left of it.
-    std::map<int, std::pair<EdgeGroup *, unsigned>> cursor;
+    SlotCursor cursor;
     for (unsigned i = 0; i < qual; ++i) {
         EdgeGroup slot;
-        int64_t score = kMatchMet;
-        for (const auto &elem : shape) {
-            unsigned j = 0;
-            unsigned qc = dfu_slot.qualified_count(elem.type);
-            unsigned count = calc_count(elem, qc);
-            Evals &ev = dfu_slot.of(elem.type);
-            bool partial = partial_share_type(elem.type);
-            while (j < count) {
-                if (partial) {
-                    auto &cur = cursor[elem.type];
-                    if (cur.second == 0) {
-                        cur.first = ev.iter_next();
-                        if (!cur.first) {
-                            err_msg_ += "dom_slot: not enough slots.\n";
-                            return -1;
-                        }
-                        cur.second = cur.first->edges[0].count;
-                        if (cur.second == 0) continue;
-                    }
-                    unsigned take = std::min(count - j, cur.second);
-                    slot.edges.push_back(EvalEdge{take, take, 1, cur.first->edges[0].edge});
-                    score += cur.first->score;
-                    cur.second -= take;
-                    j += take;
-                    continue;
-                }
-                EdgeGroup *g = ev.iter_next();
-                if (!g) {
-                    err_msg_ += "dom_slot: not enough slots.\n";
-                    return -1;
-                }
-                unsigned c = g->edges[0].count;
-                slot.edges.push_back(EvalEdge{c, c, 1, g->edges[0].edge});
-                score += g->score;
-                j += c;
-            }
-        }
-        slot.score = score;
-        slot.count = 1;
-        slot.exclusive = 1;
+        if (!cut_slot(shape, dfu_slot, cursor, slot)) return -1;
         slots.push_back(std::move(slot));
     }
     for (auto &s : slots) dfu.add(g_.types.slot, std::move(s));

@@ -135,6 +135,11 @@ class Traverser {
 
     bool is_pruning_type(int t) const { return prune_.all.count(t) > 0; }
     bool partial_share_type(int type) const;
+    // Per partial-pool type: the candidate being cut into slots and what is left of it.
+    using SlotCursor = std::map<int, std::pair<EdgeGroup *, unsigned>>;
+    // Cut one slot of `shape` out of the candidates explored below a slot
+    // vertex; false (with a message) when they run out.
+    bool cut_slot(const std::vector<Resource> &shape, Scoring &dfu_slot, SlotCursor &cursor, EdgeGroup &slot);
     mutable std::vector<signed char> partial_type_;  // per type id: -1 not asked yet, 0, 1
     void set_pruning_type(int anchor, int t);
     std::vector<int> my_pruning_types(int anchor) const;
