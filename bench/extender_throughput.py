@@ -1,19 +1,22 @@
 """Pods bound per second by a real kube-scheduler, with the fluence extender and without it.
 
 One local control plane (etcd + kube-apiserver, ``fluence.controlplane``), one
-set of fake nodes, two phases run one after the other:
+set of fake nodes, three phases run one after the other:
 
 1. **default** - kube-scheduler with only the default profile, no extender;
 2. **fluence** - a ``fluence-extender`` process and a kube-scheduler whose
-   ``fluence`` profile calls it (filter, prioritize, bind; ``nodeCacheCapable``).
+   ``fluence`` profile calls it (filter, prioritize, bind; ``nodeCacheCapable``);
+3. **null** - the same kube-scheduler calling ``bench/null_extender.py``, which
+   keeps the first candidate and binds with fluence's own binder: what any
+   extender that binds costs, so "fluence / null" is what fluence's placement adds.
 
-Both schedulers get the same ``percentageOfNodesToScore: 100`` and a generous
+All schedulers get the same ``percentageOfNodesToScore: 100`` and a generous
 client QPS/burst, so the API client is not what limits them. Each phase
 creates the same number of single pods (small requests: they all fit) from a
 few concurrent creators over keep-alive connections, and is timed from the
 first create to the moment a watch sees the last pod bound. Pods are deleted
-between phases and the extender starts only after that, so both phases see
-empty nodes. Prints JSON (both rates and fluence/default) and draws
+between phases and each extender starts only after that, so every phase sees
+empty nodes. Prints JSON (the rates, fluence/default and the null ratios) and draws
 ``bench/out/extender_throughput.png``. Usage::
 
     python bench/extender_throughput.py [--nodes 1000] [--pods 3000] [--creators 4]
@@ -296,11 +299,14 @@ def scheduler_config(profile: str, extender_url: str | None) -> dict[str, Any]:
 
 
 class Extender:
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+    """``fluence-extender`` (or, with ``null``, ``bench/null_extender.py``) on a free port."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, *, null: bool = False) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.kubeconfig = kubeconfig
         self.log_path = log_path
+        self.null = null
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Extender:
@@ -309,9 +315,14 @@ class Extender:
             "FLUENCE_BIND": f"127.0.0.1:{self.port}",
             "FLUENCE_KUBECONFIG": str(self.kubeconfig),
         }
+        argv = [str(EXTENDER)]
+        if self.null:
+            script = str(ROOT / "bench" / "null_extender.py")
+            argv = [sys.executable, script, "--bind", env["FLUENCE_BIND"]]
+            argv += ["--kubeconfig", str(self.kubeconfig)]
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [str(EXTENDER)],
+                argv,
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -354,7 +365,7 @@ class Result:
 
     def doc(self) -> dict[str, Any]:
         by = {p.name: p for p in self.phases}
-        default, fluence = by["default"], by["fluence"]
+        default, fluence, null = by["default"], by["fluence"], by["null"]
         return {
             "nodes": self.nodes,
             "pods": self.pods,
@@ -362,7 +373,12 @@ class Result:
             "setup_s": round(self.setup_s, 1),
             "default": phase_doc(default),
             "fluence": phase_doc(fluence),
+            "null": phase_doc(null),
             "ratio": round(fluence.pods_per_s / default.pods_per_s, 3),
+            "ratios": {
+                "null/default": round(null.pods_per_s / default.pods_per_s, 3),
+                "fluence/null": round(fluence.pods_per_s / null.pods_per_s, 3),
+            },
         }
 
 
@@ -409,6 +425,21 @@ def run(n_nodes: int, n_pods: int, creators: int, limit: float, keep: Path | Non
                 )
                 phase.extender_ms = extender_means(ext.url)
                 phases.append(phase)
+            finally:
+                cp.stop_scheduler(sched)
+        delete_namespace_pods(cp, api, "bench-fluence")
+        with Extender(cp.kubeconfig, cp.log_path("null-extender"), null=True) as ext:
+            sched = cp.start_scheduler(scheduler_config(names.SCHEDULER_NAME, ext.url), name="null")
+            assert ext.proc is not None
+            own = {
+                "kube-scheduler": sched.pid,
+                "null-extender": ext.proc.pid,
+                **control_plane_pids(cp),
+            }
+            try:
+                phases.append(
+                    run_phase(cp, api, "null", names.SCHEDULER_NAME, n_pods, creators, limit, own)
+                )
             finally:
                 cp.stop_scheduler(sched)
         return Result(n_nodes, n_pods, creators, phases, setup_s)
