@@ -196,16 +196,19 @@ void Matcher::hold(int64_t jobid, const std::vector<std::pair<std::string, int64
     check_new_job(jobid, at, duration, "hold");
     if (holdings.empty()) throw InputError("hold: nothing to hold");
     std::map<int, std::pair<int64_t, bool>> amounts;
+    std::vector<int> held;
+    held.reserve(holdings.size());
     for (const auto &[path, amount] : holdings) {
         int v = vertex_at(path);
         if (amount <= 0)
             throw InputError("hold: amount for " + path + " must be positive, not " + std::to_string(amount));
         if (!amounts.emplace(v, std::make_pair(amount, true)).second)
             throw InputError("hold: " + path + " is named twice");
+        held.push_back(v);
     }
     // The ancestors go along as an R would list them: one unit, shared.
-    for (const auto &[path, amount] : holdings)
-        for (int a = g_->parent(vertex_at(path)); a >= 0; a = g_->parent(a))
+    for (int v : held)
+        for (int a = g_->parent(v); a >= 0; a = g_->parent(a))
             if (!amounts.emplace(a, std::make_pair(int64_t{1}, false)).second) break;
     Emission em;
     std::string why;

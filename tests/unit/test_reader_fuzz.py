@@ -18,25 +18,19 @@ import math
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fluxion_nb import Graph, InputError, NotFoundError, StateError
+from fluxion_nb.graph import MatchOp
 
 FUZZ_DIR = Path(__file__).resolve().parents[2] / "fluxion_nb" / "tests" / "fuzz"
 SMALL = (FUZZ_DIR / "small_graph.json").read_text()
 TYPED = (InputError, NotFoundError, StateError)
-OPS = (
-    "allocate",
-    "allocate_orelse_reserve",
-    "allocate_with_satisfiability",
-    "satisfiability",
-    "without_allocating",
-    "without_allocating_future",
-)
+OPS = get_args(MatchOp)
 
 SLOT_CORE: dict[str, Any] = {
     "version": 1,

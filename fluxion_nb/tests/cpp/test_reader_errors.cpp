@@ -14,6 +14,7 @@
 #include "json.hpp"
 #include "input_error.hpp"
 #include "matcher.hpp"
+#include "pool_graph.hpp"
 
 using namespace fluxion;
 
@@ -23,33 +24,22 @@ using fluxion::test_errors::input_error_of;
 
 // cluster0 -> rack0 -> node0..node1 -> socket0 -> core0..core1.
 std::string rack_jgf() {
-    std::string nodes, edges;
-    int id = 0;
+    test_graphs::JgfBuilder b;
     auto vtx = [&](const std::string &type, const std::string &name, int64_t idx, const std::string &path,
-                   int64_t rank) {
-        if (!nodes.empty()) nodes += ",";
-        nodes += "{\"id\":\"" + std::to_string(id) + "\",\"metadata\":{\"type\":\"" + type + "\",\"name\":\"" +
-                 name + "\",\"id\":" + std::to_string(idx) + ",\"rank\":" + std::to_string(rank) +
-                 ",\"paths\":{\"containment\":\"" + path + "\"}}}";
-        return id++;
-    };
-    auto edge = [&](int s, int t) {
-        if (!edges.empty()) edges += ",";
-        edges += "{\"source\":\"" + std::to_string(s) + "\",\"target\":\"" + std::to_string(t) + "\"}";
-    };
+                   int64_t rank) { return b.vertex(type, name, idx, path, -1, rank); };
     int root = vtx("cluster", "cluster0", 0, "/cluster0", -1);
     int rack = vtx("rack", "rack0", 0, "/cluster0/rack0", -1);
-    edge(root, rack);
+    b.edge(root, rack);
     for (int n = 0; n < 2; ++n) {
         std::string np = "/cluster0/rack0/node" + std::to_string(n);
         int nv = vtx("node", "node" + std::to_string(n), n, np, n);
-        edge(rack, nv);
+        b.edge(rack, nv);
         int sv = vtx("socket", "socket0", 0, np + "/socket0", n);
-        edge(nv, sv);
+        b.edge(nv, sv);
         for (int c = 0; c < 2; ++c)
-            edge(sv, vtx("core", "core" + std::to_string(c), c, np + "/socket0/core" + std::to_string(c), n));
+            b.edge(sv, vtx("core", "core" + std::to_string(c), c, np + "/socket0/core" + std::to_string(c), n));
     }
-    return "{\"graph\":{\"nodes\":[" + nodes + "],\"edges\":[" + edges + "]}}";
+    return b.text();
 }
 
 int64_t held(const Matcher &m) {
