@@ -1,6 +1,7 @@
 #include "jobspec.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 
@@ -276,6 +277,8 @@ Jobspec parse_jobspec(const json::Value &doc, const TypeTable &types, TraverserK
             kv.first != "attributes")
             bad("document", "unknown top-level key '" + kv.first + "'");
     Jobspec js;
+    static std::atomic<uint64_t> serials{0};
+    js.serial = ++serials;
     const json::Value *ver = doc.find("version");
     if (!ver) bad("document", "missing 'version'");
     if (!ver->is_int() || ver->as_int() < 1 || ver->as_int() > 9999)

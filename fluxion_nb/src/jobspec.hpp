@@ -49,6 +49,8 @@ std::unique_ptr<Constraint> parse_constraint(const json::Value &v);
 
 struct Jobspec {
     int64_t version = 1;
+    // Unique per parse (copies share it): the same serial means the same request.
+    uint64_t serial = 0;
     std::vector<Resource> resources;
     double duration = 0.0;
     std::string queue;

@@ -39,7 +39,7 @@ Matcher::Matcher(std::string_view jgf, MatcherOptions opts) : opts_(std::move(op
     g_->load_jgf(jgf);
     trav_ = std::make_unique<Traverser>(*g_, p, opts_.prune_filters);
     trav_->set_kind(kind);
-    trav_->set_shortcuts(opts_.shortcuts);
+    trav_->set_shortcuts(opts_.shortcuts, opts_.memos);
     trav_->initialize();
 #if defined(__GLIBC__)
     // The parsed JGF document is far larger than the graph built from it; hand
@@ -79,14 +79,14 @@ std::vector<AllocatedVertex> Matcher::describe(const std::vector<EmittedVertex> 
     return out;
 }
 
-Jobspec Matcher::parse_cached(const std::string &jobspec_json) {
-    for (const auto &p : parsed_)
-        if (p.first == jobspec_json) return p.second;
-    Jobspec js = parse_jobspec_text(jobspec_json, g_->types, trav_->kind());
+Jobspec &Matcher::parse_cached(const std::string &jobspec_json) {
+    for (auto &p : parsed_)
+        if (p.first == jobspec_json) return *p.second;
+    auto js = std::make_unique<Jobspec>(parse_jobspec_text(jobspec_json, g_->types, trav_->kind()));
     constexpr size_t kKept = 8;
     if (parsed_.size() >= kKept) parsed_.erase(parsed_.begin());
-    parsed_.emplace_back(jobspec_json, js);
-    return js;
+    parsed_.emplace_back(jobspec_json, std::move(js));
+    return *parsed_.back().second;
 }
 
 MatchResult Matcher::match(const std::string &jobspec_json, const std::string &op,
@@ -101,7 +101,11 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
     if (jobs_.count(id) && jobs_.at(id).state != "CANCELED")
         throw StateError("job id " + std::to_string(id) + " is already in use");
     r.jobid = id;
-    Jobspec js = parse_cached(jobspec_json);  // throws InputError
+    Jobspec &cached = parse_cached(jobspec_json);  // throws InputError
+    // The flexible traverser settles xor_slot alternatives in the jobspec
+    // itself, so it gets a copy; the simple one may keep the cached object.
+    Jobspec scratch;
+    Jobspec &js = trav_->kind() == TraverserKind::Flexible ? (scratch = cached) : cached;
     Emission em;
     int64_t at = 0;
     MatchErr err = MatchErr::None;
@@ -378,6 +382,7 @@ void Matcher::set_status(const std::string &path, bool up) {
     std::vector<int> sub;
     g_->subtree(v, sub);
     for (int x : sub) g_->set_status(x, up ? Status::Up : Status::Down);
+    trav_->invalidate_memos();
 }
 
 bool Matcher::get_status(const std::string &path) const {
@@ -389,6 +394,7 @@ void Matcher::set_property(const std::string &path, const std::string &key, cons
     std::lock_guard<std::mutex> lk(mu_);
     if (key.empty()) throw InputError("set-property: empty property name");
     g_->vertices[static_cast<size_t>(vertex_at(path))].properties[key] = value;
+    trav_->invalidate_memos();
 }
 
 std::map<std::string, std::string> Matcher::get_property(const std::string &path) const {
@@ -484,6 +490,11 @@ std::vector<Matcher::Usage> Matcher::usage() const {
         out.push_back({std::string(g_->some_path(static_cast<int>(i))), g_->types.name(v.type), std::string(v.name), v.size, v.size - (free_now < 0 ? 0 : free_now)});
     }
     return out;
+}
+
+uint64_t Matcher::memo_hits() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return trav_->memo_hits();
 }
 
 }  // namespace fluxion

@@ -32,6 +32,9 @@ struct MatcherOptions {
     // aggregates of the leaf types to skip subtrees that lack them. Off is
     // for checking that they change nothing.
     bool shortcuts = true;
+    // Subtree memos (subtree_memo.cpp), part of the shortcuts; off alone is
+    // for checking that they change nothing, traversal counts included.
+    bool memos = true;
 };
 
 struct AllocatedVertex {
@@ -140,6 +143,8 @@ class Matcher {
     std::string find(const std::string &criteria, const std::string &format = "") const;
     // Vertices entered and finished by the last traversal (match or cancel).
     std::pair<unsigned, unsigned> traversal_counts() const;
+    // Subtree walks answered from the traverser's memos so far.
+    uint64_t memo_hits() const;
 
     std::string policy() const { return opts_.policy; }
     std::string traverser() const { return opts_.traverser; }
@@ -158,8 +163,9 @@ class Matcher {
 
     // Recently parsed jobspecs by text: schedulers send the same few shapes
     // again and again, and parsing costs as much as matching a node.
-    std::vector<std::pair<std::string, Jobspec>> parsed_;
-    Jobspec parse_cached(const std::string &jobspec_json);
+    // Kept by address: the traverser's subtree memos know a request by it.
+    std::vector<std::pair<std::string, std::unique_ptr<Jobspec>>> parsed_;
+    Jobspec &parse_cached(const std::string &jobspec_json);
 
     int vertex_at(const std::string &path) const;
     // Throws unless `jobid` is free and [at, at + duration) lies in the graph's span.

@@ -136,6 +136,7 @@ void Traverser::initialize() {
     // The shortcuts reason about trees: a vertex with several parents (shared
     // storage) is counted and visited under whichever comes first.
     shared_ = g_.has_shared_children();
+    size_memos();
     ++epoch_;
     if (g_.root < 0) return;
     std::map<int, int64_t> from;
@@ -649,6 +650,13 @@ int Traverser::dom_slot(const JobMeta &m, int u, const std::vector<Resource> &sh
 
 int Traverser::dom_dfv(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine,
                        bool *excl, Scoring &to_parent) {
+    if (memo_active() && static_cast<size_t>(u) < memo_big_.size() && memo_big_[static_cast<size_t>(u)])
+        return dom_dfv_memo(m, u, rs, pristine, excl, to_parent);
+    return dom_dfv_walk(m, u, rs, pristine, excl, to_parent, nullptr);
+}
+
+int Traverser::dom_dfv_walk(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine,
+                            bool *excl, Scoring &to_parent, SubtreeMemo *rec) {
     bool x_in = *excl || exclusivity(rs, u);
     bool x_inout = x_in;
     bool check_pres = pristine;
@@ -681,6 +689,10 @@ int Traverser::dom_dfv(const JobMeta &m, int u, const std::vector<Resource> &rs,
     }
     if (!finish_vtx(u, rs, dfu)) return -1;
     int64_t overall = dfu.overall_score;
+    if (rec && overall > kMatchUnmet && !dfu.hier_constrain_now) {
+        rec->merged = true;
+        rec->scoring = dfu;
+    }
     if (resolve(dfu, to_parent) != 0) return -1;
     to_parent.avail = static_cast<unsigned>(avail);
     to_parent.overall_score = overall;
@@ -706,15 +718,9 @@ void Traverser::enforce(Scoring &dfu, bool unconstrained) {
             const EdgeGroup &grp = ev.groups()[i];
             if (grp.root) continue;
             for (const auto &ee : grp.edges) {
-                Edge &ed = E(ee.edge);
-                if (ed.seq == seq_ && V(ed.target).partial_pool && ee.exclusive)
-                    ed.needs += ee.needs;  // several slots cut from one pool
-                else
-                    ed.needs = ee.needs;
-                ed.exclusive = static_cast<int>(ee.exclusive);
-                ed.seq = seq_;
+                apply_stamp(EdgeStamp{ee.edge, ee.needs, ee.exclusive});
                 if (!unconstrained) continue;
-                int parent_v = ed.source;
+                int parent_v = E(ee.edge).source;
                 while (V(parent_v).parent_edge >= 0) {
                     int pe = V(parent_v).parent_edge;
                     if (E(pe).seq == seq_) break;
@@ -876,6 +882,7 @@ bool Traverser::run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &
     err_msg_.clear();
     errno_ = MatchErr::None;
     err = MatchErr::None;
+    spec_serial_ = js.serial;
     if (g_.root < 0 || js.resources.empty()) {
         err = MatchErr::Invalid;
         return false;
@@ -1003,6 +1010,7 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
         }
     }
     if (n > 0) out.vertices.push_back(EmittedVertex{u, static_cast<int64_t>(needs), excl, level_});
+    touch(u);
     level_--;
     return n;
 }
@@ -1038,6 +1046,7 @@ void Traverser::mod_dfv(int u, int64_t jobid) {
     auto tag = x.tags.find(jobid);
     if (tag == x.tags.end()) return;
     x.tags.erase(tag);
+    touch(u);
     if (auto it = x.x_spans.find(jobid); it != x.x_spans.end()) {
         x.x_checker.rem_span(it->second);
         x.x_spans.erase(it);
@@ -1065,6 +1074,7 @@ void Traverser::mod_dfv(int u, int64_t jobid) {
 
 void Traverser::mod_exv(int64_t jobid) {
     settle();
+    invalidate_memos();
     for (auto &x : g_.vertices) {
         if (x.removed) continue;
         if (auto it = x.allocations.find(jobid); it != x.allocations.end()) {
@@ -1123,6 +1133,7 @@ bool Traverser::partial_cancel(int64_t jobid, const std::vector<int> &release, b
                 x.job2span.erase(it);
             }
         for (int p = g_.parent(v); p >= 0; p = g_.parent(p)) minus[p][x.type] += amount;
+        touch_up(v);
     }
     // As flux-sched: an ancestor keeps the job's tag until its aggregate
     // span of the job is reduced to nothing. One that tracks no aggregate,

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -19,8 +20,9 @@ namespace fluxion {
 
 enum class AllocType { Alloc, AllocOrReserve, Satisfiability, NoAlloc };
 
-// Why a match failed, with flux-sched's errno meaning.
-enum class MatchErr { None = 0, Busy, Unsatisfiable, Range, NoEntry, Invalid };
+// Why a match failed, with flux-sched's errno meaning. Unset is internal: a
+// subtree memo being recorded has not seen an error yet.
+enum class MatchErr { None = 0, Busy, Unsatisfiable, Range, NoEntry, Invalid, Unset };
 
 struct JobMeta {
     int64_t jobid = 0;
@@ -62,15 +64,23 @@ class Traverser {
     Traverser(Graph &g, Policy p, const std::string &prune_spec);
 
     const Policy &policy() const { return policy_; }
-    void set_policy(Policy p) { policy_ = std::move(p); }
+    void set_policy(Policy p) {
+        policy_ = std::move(p);
+        invalidate_memos();
+    }
     TraverserKind kind() const { return kind_; }
-    void set_kind(TraverserKind k) { kind_ = k; }
+    void set_kind(TraverserKind k) {
+        kind_ = k;
+        invalidate_memos();
+    }
 
     // Build the subtree aggregate filters (after load or any graph change).
     void initialize();
 
     // Match a jobspec; on success records it (unless NoAlloc / satisfiability)
     // and fills `out`. `at` is the start time (0 = now) on return.
+    // `js` must stay the same object for as long as it is asked again: the
+    // subtree memos know a request by its address and serial.
     bool run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &at, Emission &out,
              MatchErr &err);
 
@@ -89,12 +99,19 @@ class Traverser {
     // needed before reading vertices' scheduling state directly.
     void settle();
     // See MatcherOptions::shortcuts.
-    void set_shortcuts(bool on) {
+    void set_shortcuts(bool on, bool memos = true) {
         settle();
         defer_ = on;
         hidden_enabled_ = on;
+        memos_ = on && memos;
+        invalidate_memos();
     }
+    // Forget every subtree memo: for changes made to vertices directly
+    // (status, properties) rather than through the traverser.
+    void invalidate_memos() { ++config_epoch_; }
 
+    // Subtree walks answered from a memo (see subtree_memo.cpp).
+    uint64_t memo_hits() const { return memo_hits_; }
     unsigned preorder_count() const { return preorder_; }
     unsigned postorder_count() const { return postorder_; }
     const std::string &err_message() const { return err_msg_; }
@@ -223,6 +240,65 @@ class Traverser {
     int defer_below(int u, Emission &out, const JobMeta &m, std::map<int, int64_t> &dfu);
     void materialize(int u);
     void settle_above(int v);
+
+    // subtree memos (subtree_memo.cpp)
+    struct MemoKey {
+        uint64_t config = 0;
+        uint64_t spec = 0;
+        const void *rs = nullptr;
+        int64_t at = 0, now = 0, duration = 0, multilevel = 0;
+        AllocType alloc_type = AllocType::Alloc;
+        bool pristine = false, excl = false, hidden = false;
+        bool operator==(const MemoKey &o) const {
+            return config == o.config && spec == o.spec && rs == o.rs && at == o.at && now == o.now &&
+                   duration == o.duration && multilevel == o.multilevel && alloc_type == o.alloc_type &&
+                   pristine == o.pristine && excl == o.excl && hidden == o.hidden;
+        }
+    };
+    struct EdgeStamp {
+        int edge;
+        uint64_t needs;
+        unsigned exclusive;
+    };
+    struct SubtreeMemo {
+        MemoKey key;
+        uint64_t version = 0;
+        int rc = -1;
+        bool err_set = false;
+        MatchErr err = MatchErr::None;
+        std::string msg;
+        unsigned pre = 0, post = 0;
+        int64_t multilevel_delta = 0;
+        int64_t node_factor = 0;
+        bool excl_out = false;
+        unsigned avail = 0;
+        int64_t overall = 0;
+        bool merged = false;
+        Scoring scoring;
+        std::vector<EdgeStamp> stamps;
+    };
+    uint64_t config_epoch_ = 1;
+    uint64_t clock_ = 1;
+    uint64_t spec_serial_ = 0;
+    std::vector<uint64_t> version_;                    // per vertex: last change at or below it
+    std::vector<std::unique_ptr<SubtreeMemo>> memo_;   // per vertex: its last walk
+    std::vector<char> memo_big_;                       // per vertex: worth remembering
+    std::vector<EdgeStamp> stamp_log_;                 // stamps made while recording
+    int recording_ = 0;
+    uint64_t memo_hits_ = 0;
+    bool memos_ = true;
+    bool memo_active() const { return memos_ && !shared_ && kind_ == TraverserKind::Simple; }
+    void size_memos();
+    // A change at v: v and (with touch_up) every ancestor differ from any memo.
+    void touch(int v) {
+        if (static_cast<size_t>(v) < version_.size()) version_[static_cast<size_t>(v)] = ++clock_;
+    }
+    void touch_up(int v);
+    void apply_stamp(const EdgeStamp &s);
+    int dom_dfv_walk(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine, bool *excl,
+                     Scoring &to_parent, SubtreeMemo *rec);
+    int dom_dfv_memo(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine, bool *excl,
+                     Scoring &to_parent);
 
     // cancel
     void mod_dfv(int u, int64_t jobid);

@@ -4,6 +4,7 @@
 // answers at every step.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -172,4 +173,115 @@ TEST(Shortcuts, PartialCancelAndReplaySeeTheWholeHold) {
     EXPECT_EQ(usage_of(a), usage_of(b));
     EXPECT_EQ(a.cancel(ra.jobid, false), b.cancel(rb.jobid, false));
     EXPECT_EQ(usage_of(a), usage_of(b));
+}
+
+namespace {
+
+// Sockets and nodes large enough to keep subtree memos, a handful of
+// requests asked again and again (as a scheduler does), and the operations
+// that change vertices behind the traverser's back: status, properties,
+// replays and holds.
+void run_twin_memos(const std::string &policy, unsigned seed, int steps, bool other_shortcuts) {
+    std::string g = rack_graph(2, 4, 16, 2);
+    MatcherOptions on{policy, "ALL:core,ALL:node", "jgf", {}};
+    MatcherOptions off = on;
+    off.memos = false;
+    off.shortcuts = other_shortcuts;
+    Matcher a(g, on), b(g, off);
+    std::mt19937 rng(seed);
+    std::vector<std::string> requests;
+    for (size_t i : {0, 2, 3, 4, 6, 8}) requests.push_back(spec(shapes()[i], 60));
+    requests.push_back(R"({"version":1,"resources":)" + shapes()[2] +
+                       R"(,"tasks":[{"command":["x"],"slot":"s","count":{"per_slot":1}}],)"
+                       R"("attributes":{"system":{"duration":60,"constraints":{"properties":["fast"]}}}})");
+    std::vector<std::pair<int64_t, std::string>> live;  // job, R
+    int64_t next_id = 100000;
+    auto node_path = [&](unsigned n) {
+        return "/cluster0/rack" + std::to_string(n / 4) + "/node" + std::to_string(n);
+    };
+    auto same = [&](const std::function<std::string(Matcher &)> &f) {
+        auto run = [&](Matcher &m) -> std::string {
+            try {
+                return f(m);
+            } catch (const std::runtime_error &e) {
+                return std::string("error: ") + e.what();
+            }
+        };
+        std::string ra = run(a), rb = run(b);
+        EXPECT_EQ(ra, rb);
+        return ra;
+    };
+    for (int step = 0; step < steps; ++step) {
+        SCOPED_TRACE(policy + " seed " + std::to_string(seed) + " step " + std::to_string(step));
+        unsigned pick = rng() % 16;
+        if (pick < 9) {
+            const std::string &js = requests[rng() % requests.size()];
+            MatchResult ra = a.match(js, pick < 7 ? "allocate" : "allocate_orelse_reserve");
+            MatchResult rb = b.match(js, pick < 7 ? "allocate" : "allocate_orelse_reserve");
+            ASSERT_EQ(ra.status, rb.status);
+            ASSERT_EQ(ra.R, rb.R);
+            ASSERT_EQ(ra.at, rb.at);
+            // The other shortcuts prune earlier, so only memos alone keep the counts.
+            if (other_shortcuts) {
+                ASSERT_EQ(a.traversal_counts(), b.traversal_counts());
+            }
+            if (ra.status == "allocated" || ra.status == "reserved") live.emplace_back(ra.jobid, ra.R);
+        } else if (pick < 11 && !live.empty()) {
+            size_t i = rng() % live.size();
+            auto [job, R] = live[i];
+            ASSERT_EQ(a.cancel(job, false), b.cancel(job, false));
+            live.erase(live.begin() + static_cast<long>(i));
+            if (rng() % 2) {  // replay what it held as a new job
+                int64_t id = next_id++;
+                if (same([&](Matcher &m) { return m.update_allocate(id, R, 0, 60, false).status; }) == "allocated")
+                    live.emplace_back(id, R);
+            }
+        } else if (pick == 11 && !live.empty()) {
+            size_t i = rng() % live.size();
+            std::string path = node_path(rng() % 8);
+            if (same([&](Matcher &m) { return m.partial_cancel(live[i].first, {path}) ? "gone" : "kept"; }) ==
+                "gone")
+                live.erase(live.begin() + static_cast<long>(i));
+        } else if (pick == 12) {
+            std::string path = node_path(rng() % 8);
+            bool up = rng() % 3 != 0;
+            same([&](Matcher &m) {
+                m.set_status(path, up);
+                return std::string("ok");
+            });
+        } else if (pick == 13) {
+            std::string path = node_path(rng() % 8);
+            std::string value = (rng() % 2) ? "1" : "0";
+            same([&](Matcher &m) {
+                m.set_property(path, "fast", value);
+                return std::string("ok");
+            });
+        } else if (pick == 14) {
+            unsigned n = rng() % 8;
+            std::string core = node_path(n) + "/socket" + std::to_string(2 * n) + "/core" +
+                               std::to_string(32 * n + rng() % 16);
+            int64_t id = next_id++;
+            if (same([&](Matcher &m) {
+                    m.hold(id, {{core, 1}}, 0, 60);
+                    return std::string("held");
+                }) == "held")
+                live.emplace_back(id, "");
+        } else {
+            ASSERT_EQ(usage_of(a), usage_of(b));
+        }
+    }
+    ASSERT_EQ(usage_of(a), usage_of(b));
+    // The memos must have answered some walks, or this test proves nothing.
+    EXPECT_GT(a.memo_hits(), 0u);
+    EXPECT_EQ(b.memo_hits(), 0u);
+}
+
+}  // namespace
+
+TEST(Shortcuts, SubtreeMemosGiveTheSameAnswers) {
+    for (const char *policy : {"first", "low", "high", "lonode", "hinode", "locality", "variation"})
+        for (unsigned seed = 1; seed <= 6; ++seed) {
+            run_twin_memos(policy, seed, 300, true);
+            run_twin_memos(policy, seed + 100, 300, false);
+        }
 }
