@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "small_vec.hpp"
+#include "sort_prefix.hpp"
 
 namespace fluxion {
 
@@ -35,71 +37,166 @@ class Evals {
     void add(EdgeGroup g) {
         total_ += g.count;
         if (g.score > cutline_) qual_ += g.count;
-        groups_.push_back(std::move(g));
+        tail_.push_back(std::move(g));
     }
+    // Appends o's groups after this one's. Frozen runs are shared, not copied.
     void merge(Evals &&o) {
         qual_ += o.qual_;
         total_ += o.total_;
-        if (groups_.empty())
-            groups_ = std::move(o.groups_);
+        if (!o.frozen_.empty()) {
+            freeze();
+            frozen_.insert(frozen_.end(), std::make_move_iterator(o.frozen_.begin()),
+                           std::make_move_iterator(o.frozen_.end()));
+        }
+        if (tail_.empty())
+            tail_ = std::move(o.tail_);
         else
-            groups_.insert(groups_.end(), std::make_move_iterator(o.groups_.begin()),
-                           std::make_move_iterator(o.groups_.end()));
+            tail_.insert(tail_.end(), std::make_move_iterator(o.tail_.begin()),
+                         std::make_move_iterator(o.tail_.end()));
+    }
+    // Makes the groups so far an immutable run that copies of this Evals
+    // share (a subtree memo keeps one; the walk passes the other up).
+    void freeze() {
+        if (tail_.empty()) return;
+        frozen_.push_back(std::make_shared<const std::vector<EdgeGroup>>(std::move(tail_)));
+        tail_.clear();
     }
     unsigned qualified_count() const { return qual_; }
     unsigned total_count() const { return total_; }
     unsigned best_k() const { return best_k_; }
     unsigned best_i() const { return best_i_; }
-    const std::vector<EdgeGroup> &groups() const { return groups_; }
-    std::vector<EdgeGroup> &groups() { return groups_; }
+    // The i-th chosen group (i < best_i()), in the policy's order.
+    const EdgeGroup &chosen(unsigned i) const { return whole_ ? tail_[i] : chosen_[i]; }
+    // Every group, in order (after choose_all: the policy's order).
+    const std::vector<EdgeGroup> &groups() {
+        flatten();
+        return tail_;
+    }
 
-    // Sort by score (descending when `high`) and mark the first k units.
+    // Mark the best k units, as the first k after std::sort by score
+    // (descending when `high`). Only the chosen groups are put in order: the
+    // others are never read again.
     template <class Cmp>
     bool choose_best_k(unsigned k, Cmp cmp) {
         if (k == 0 || k > qual_) return false;
-        sort_groups(cmp);
+        if (best_k_ > 0) {
+            // Chosen before (or-slots of one type): as flux-sched, sort again
+            // what the last choice left in place.
+            if (!whole_) sort_in_place(cmp);
+            sort_in_place(cmp);
+            mark_prefix(k);
+            return true;
+        }
+        std::vector<const EdgeGroup *> at;
+        std::vector<ScoreKey> keys = sort_keys(at, k, cmp);
+        chosen_.clear();
         int to_select = static_cast<int>(k);
-        unsigned i = 0;
-        while (to_select > 0) {
-            EdgeGroup &g = groups_[i];
+        for (unsigned i = 0; to_select > 0; ++i) {
+            EdgeGroup g = *at[keys[i].index];
             g.needs = to_select <= static_cast<int>(g.count) ? static_cast<unsigned>(to_select) : g.count;
             to_select -= static_cast<int>(g.count);
-            ++i;
+            chosen_.push_back(std::move(g));
         }
+        whole_ = false;
         best_k_ = k;
-        best_i_ = i;
+        best_i_ = static_cast<unsigned>(chosen_.size());
+        return true;
+    }
+    // The same with every qualified unit, and all groups put in order.
+    template <class Cmp>
+    bool choose_all(Cmp cmp) {
+        unsigned k = qual_;
+        if (k == 0) return false;
+        if (best_k_ > 0 && !whole_) sort_in_place(cmp);
+        sort_in_place(cmp);
+        mark_prefix(k);
         return true;
     }
 
     // Iteration used to cut slots out of candidates.
     void iter_reset() { iter_reset_ = true; }
     EdgeGroup *iter_next() {
+        flatten();
         if (iter_reset_) {
             iter_ = 0;
             iter_reset_ = false;
-        } else if (iter_ < groups_.size()) {
+        } else if (iter_ < tail_.size()) {
             ++iter_;
         }
-        return iter_ < groups_.size() ? &groups_[iter_] : nullptr;
+        return iter_ < tail_.size() ? &tail_[iter_] : nullptr;
     }
 
    private:
-    // std::sort over positions, then one move per group. The order is the one
-    // std::sort gives the groups themselves (same comparisons, same moves:
-    // flux-sched's ties fall the same way) without swapping whole groups, which
-    // dominated matching on graphs of many pooled nodes.
+    struct ScoreKey {
+        int64_t score;
+        uint32_t index;
+    };
+
+    size_t size() const {
+        size_t n = tail_.size();
+        for (const auto &run : frozen_) n += run->size();
+        return n;
+    }
     template <class Cmp>
-    void sort_groups(Cmp cmp) {
-        std::vector<uint32_t> order(groups_.size());
-        for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return cmp(groups_[a], groups_[b]); });
+    void sort_in_place(Cmp cmp) {
+        flatten();
+        std::vector<const EdgeGroup *> at;
+        std::vector<ScoreKey> keys = sort_keys(at, static_cast<unsigned>(tail_.size()), cmp);
         std::vector<EdgeGroup> sorted;
-        sorted.reserve(groups_.size());
-        for (uint32_t i : order) sorted.push_back(std::move(groups_[i]));
-        groups_ = std::move(sorted);
+        sorted.reserve(tail_.size());
+        for (const ScoreKey &key : keys) sorted.push_back(std::move(tail_[key.index]));
+        tail_ = std::move(sorted);
+    }
+    void mark_prefix(unsigned k) {
+        int to_select = static_cast<int>(k);
+        unsigned i = 0;
+        while (to_select > 0) {
+            EdgeGroup &g = tail_[i];
+            g.needs = to_select <= static_cast<int>(g.count) ? static_cast<unsigned>(to_select) : g.count;
+            to_select -= static_cast<int>(g.count);
+            ++i;
+        }
+        whole_ = true;
+        best_k_ = k;
+        best_i_ = i;
+    }
+    void flatten() {
+        if (frozen_.empty()) return;
+        std::vector<EdgeGroup> all;
+        all.reserve(size());
+        for (const auto &run : frozen_) all.insert(all.end(), run->begin(), run->end());
+        all.insert(all.end(), std::make_move_iterator(tail_.begin()), std::make_move_iterator(tail_.end()));
+        tail_ = std::move(all);
+        frozen_.clear();
+    }
+    // Every group's score in order, sorted as std::sort sorts the groups
+    // (only the comparisons decide where elements go, so the keys land where
+    // the groups would) far enough to cover k units; `at` maps key indexes to
+    // groups.
+    template <class Cmp>
+    std::vector<ScoreKey> sort_keys(std::vector<const EdgeGroup *> &at, unsigned k, Cmp cmp) const {
+        at.clear();
+        at.reserve(size());
+        for (const auto &run : frozen_)
+            for (const EdgeGroup &g : *run) at.push_back(&g);
+        for (const EdgeGroup &g : tail_) at.push_back(&g);
+        std::vector<ScoreKey> keys(at.size());
+        for (uint32_t i = 0; i < keys.size(); ++i) keys[i] = ScoreKey{at[i]->score, i};
+        auto by_score = [&cmp](const ScoreKey &a, const ScoreKey &b) { return cmp(a.score, b.score); };
+        std::vector<ScoreKey> sorted = keys;
+        sort_prefix(sorted.begin(), sorted.end(), static_cast<std::ptrdiff_t>(k), by_score);
+        // Groups of no units leave the first k groups short of k units: sort all.
+        uint64_t units = 0;
+        for (size_t i = 0; i < sorted.size() && i < k; ++i) units += at[sorted[i].index]->count;
+        if (units < k && k < sorted.size()) sort_prefix(keys.begin(), keys.end(), static_cast<std::ptrdiff_t>(keys.size()), by_score);
+        else keys = std::move(sorted);
+        return keys;
     }
 
-    std::vector<EdgeGroup> groups_;
+    std::vector<std::shared_ptr<const std::vector<EdgeGroup>>> frozen_;  // earlier groups, shared
+    std::vector<EdgeGroup> tail_;                                        // later groups, owned
+    std::vector<EdgeGroup> chosen_;  // choose_best_k's choice, in order
+    bool whole_ = false;             // choose_all sorted tail_ itself
     size_t iter_ = 0;
     bool iter_reset_ = true;
     int64_t cutline_ = 0;
@@ -150,8 +247,11 @@ class Scoring {
     }
     template <class Cmp>
     void choose_accum_all(int type, Cmp cmp) {
-        Evals &e = by_type_[type];
-        if (e.choose_best_k(e.qualified_count(), cmp)) hier_constrain_now = true;
+        if (by_type_[type].choose_all(cmp)) hier_constrain_now = true;
+    }
+    // See Evals::freeze.
+    void freeze() {
+        for (auto &kv : by_type_) kv.second.freeze();
     }
     void merge(Scoring &&o) {
         for (auto &kv : o.by_type_) by_type_[kv.first].merge(std::move(kv.second));

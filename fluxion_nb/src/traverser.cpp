@@ -11,11 +11,12 @@ namespace fluxion {
 namespace {
 constexpr int kAnyType = -1;
 
+// Compare candidates' scores.
 struct Greater {
-    bool operator()(const EdgeGroup &a, const EdgeGroup &b) const { return a.score > b.score; }
+    bool operator()(int64_t a, int64_t b) const { return a > b; }
 };
 struct Less {
-    bool operator()(const EdgeGroup &a, const EdgeGroup &b) const { return a.score < b.score; }
+    bool operator()(int64_t a, int64_t b) const { return a < b; }
 };
 
 // Granule-aware progress toward a number of per-slot shares of one type.
@@ -691,6 +692,7 @@ int Traverser::dom_dfv_walk(const JobMeta &m, int u, const std::vector<Resource>
     int64_t overall = dfu.overall_score;
     if (rec && overall > kMatchUnmet && !dfu.hier_constrain_now) {
         rec->merged = true;
+        dfu.freeze();  // the memo and the parent share the groups
         rec->scoring = dfu;
     }
     if (resolve(dfu, to_parent) != 0) return -1;
@@ -715,7 +717,7 @@ void Traverser::enforce(Scoring &dfu, bool unconstrained) {
         Evals &ev = kv.second;
         if (!ev.best_k()) continue;
         for (unsigned i = 0; i < ev.best_i(); ++i) {
-            const EdgeGroup &grp = ev.groups()[i];
+            const EdgeGroup &grp = ev.chosen(i);
             if (grp.root) continue;
             for (const auto &ee : grp.edges) {
                 apply_stamp(EdgeStamp{ee.edge, ee.needs, ee.exclusive});
