@@ -26,7 +26,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        std::fprintf(stderr, "usage: %s GRAPH.json POLICY JOBSPEC.json COUNT [FORMAT]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s GRAPH.json POLICY JOBSPEC.json COUNT [FORMAT [nomemo]]\n", argv[0]);
         return 2;
     }
     std::string jgf = slurp(argv[1]);
@@ -35,6 +35,8 @@ int main(int argc, char **argv) {
     fluxion::MatcherOptions o;
     o.policy = argv[2];
     o.match_format = argc > 5 ? argv[5] : "rv1_nosched";
+    // A 7th argument "nomemo" turns the subtree memos off, to compare.
+    o.memos = !(argc > 6 && std::string(argv[6]) == "nomemo");
     auto t0 = std::chrono::steady_clock::now();
     fluxion::Matcher m(jgf, o);
     double load_ms = ms_since(t0);

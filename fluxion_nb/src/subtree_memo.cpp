@@ -15,8 +15,10 @@
 // deferred bookkeeping all run upd_dfv), the cancel walk, partial cancels,
 // and direct edits (status, properties, grow and shrink), which invalidate
 // every memo at once. Memos are kept on vertices with a subtree large enough
-// to pay for the bookkeeping, and only on trees walked by the simple
-// traverser with the shortcuts on.
+// to pay for the bookkeeping, only for the policies that look at every
+// candidate (first-match walks are short: recording would cost more than it
+// saves), and only on trees walked by the simple traverser with the
+// shortcuts on.
 #include "traverser.hpp"
 
 namespace fluxion {
@@ -101,8 +103,16 @@ int Traverser::dom_dfv_memo(const JobMeta &m, int u, const std::vector<Resource>
         }
         return h.rc;
     }
-    // Record a fresh walk.
-    auto rec = std::make_unique<SubtreeMemo>();
+    // Record a fresh walk (in the vertex's old memo, if any: fewer allocations).
+    std::unique_ptr<SubtreeMemo> rec = std::move(slot);
+    if (rec) {
+        rec->msg.clear();
+        rec->stamps.clear();
+        rec->merged = false;
+        rec->scoring = Scoring();
+    } else {
+        rec = std::make_unique<SubtreeMemo>();
+    }
     rec->key = key;
     rec->version = version;
     MatchErr err_before = errno_;
@@ -118,7 +128,7 @@ int Traverser::dom_dfv_memo(const JobMeta &m, int u, const std::vector<Resource>
     rec->err_set = errno_ != MatchErr::Unset;
     rec->err = errno_;
     if (!rec->err_set) errno_ = err_before;
-    rec->msg = err_msg_.substr(msg_before);
+    if (err_msg_.size() > msg_before) rec->msg.assign(err_msg_, msg_before, std::string::npos);
     rec->pre = preorder_ - pre_before;
     rec->post = postorder_ - post_before;
     rec->multilevel_delta = multilevel_scores_ - ml_before;

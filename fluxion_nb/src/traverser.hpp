@@ -287,7 +287,10 @@ class Traverser {
     int recording_ = 0;
     uint64_t memo_hits_ = 0;
     bool memos_ = true;
-    bool memo_active() const { return memos_ && !shared_ && kind_ == TraverserKind::Simple; }
+    // First-match policies walk little and gain nothing from memos.
+    bool memo_active() const {
+        return memos_ && !policy_.stop_on_1 && !shared_ && kind_ == TraverserKind::Simple;
+    }
     void size_memos();
     // A change at v: v and (with touch_up) every ancestor differ from any memo.
     void touch(int v) {
