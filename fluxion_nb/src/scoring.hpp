@@ -90,16 +90,12 @@ class Evals {
         std::vector<const EdgeGroup *> at;
         std::vector<ScoreKey> keys = sort_keys(at, k, cmp);
         chosen_.clear();
-        int to_select = static_cast<int>(k);
-        for (unsigned i = 0; to_select > 0; ++i) {
-            EdgeGroup g = *at[keys[i].index];
-            g.needs = to_select <= static_cast<int>(g.count) ? static_cast<unsigned>(to_select) : g.count;
-            to_select -= static_cast<int>(g.count);
-            chosen_.push_back(std::move(g));
-        }
+        best_i_ = mark_needs(k, [&](unsigned i) -> EdgeGroup & {
+            chosen_.push_back(*at[keys[i].index]);
+            return chosen_.back();
+        });
         whole_ = false;
         best_k_ = k;
-        best_i_ = static_cast<unsigned>(chosen_.size());
         return true;
     }
     // The same with every qualified unit, and all groups put in order.
@@ -147,18 +143,22 @@ class Evals {
         for (const ScoreKey &key : keys) sorted.push_back(std::move(tail_[key.index]));
         tail_ = std::move(sorted);
     }
-    void mark_prefix(unsigned k) {
+    // Sets each group's share of k units, in order; returns how many groups it took.
+    template <class GroupAt>
+    static unsigned mark_needs(unsigned k, GroupAt group_at) {
         int to_select = static_cast<int>(k);
         unsigned i = 0;
         while (to_select > 0) {
-            EdgeGroup &g = tail_[i];
+            EdgeGroup &g = group_at(i++);
             g.needs = to_select <= static_cast<int>(g.count) ? static_cast<unsigned>(to_select) : g.count;
             to_select -= static_cast<int>(g.count);
-            ++i;
         }
+        return i;
+    }
+    void mark_prefix(unsigned k) {
+        best_i_ = mark_needs(k, [this](unsigned i) -> EdgeGroup & { return tail_[i]; });
         whole_ = true;
         best_k_ = k;
-        best_i_ = i;
     }
     void flatten() {
         if (frozen_.empty()) return;
@@ -181,15 +181,20 @@ class Evals {
             for (const EdgeGroup &g : *run) at.push_back(&g);
         for (const EdgeGroup &g : tail_) at.push_back(&g);
         std::vector<ScoreKey> keys(at.size());
-        for (uint32_t i = 0; i < keys.size(); ++i) keys[i] = ScoreKey{at[i]->score, i};
+        auto fill = [&] {
+            for (uint32_t i = 0; i < keys.size(); ++i) keys[i] = ScoreKey{at[i]->score, i};
+        };
         auto by_score = [&cmp](const ScoreKey &a, const ScoreKey &b) { return cmp(a.score, b.score); };
-        std::vector<ScoreKey> sorted = keys;
-        sort_prefix(sorted.begin(), sorted.end(), static_cast<std::ptrdiff_t>(k), by_score);
-        // Groups of no units leave the first k groups short of k units: sort all.
+        fill();
+        sort_prefix(keys.begin(), keys.end(), static_cast<std::ptrdiff_t>(k), by_score);
+        // Groups of no units leave the first k groups short of k units: sort
+        // all of them, from the original order.
         uint64_t units = 0;
-        for (size_t i = 0; i < sorted.size() && i < k; ++i) units += at[sorted[i].index]->count;
-        if (units < k && k < sorted.size()) sort_prefix(keys.begin(), keys.end(), static_cast<std::ptrdiff_t>(keys.size()), by_score);
-        else keys = std::move(sorted);
+        for (size_t i = 0; i < keys.size() && i < k; ++i) units += at[keys[i].index]->count;
+        if (units < k && k < keys.size()) {
+            fill();
+            sort_prefix(keys.begin(), keys.end(), static_cast<std::ptrdiff_t>(keys.size()), by_score);
+        }
         return keys;
     }
 
