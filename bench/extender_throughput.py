@@ -1,7 +1,7 @@
 """Pods bound per second by a real kube-scheduler, with the fluence extender and without it.
 
 One local control plane (etcd + kube-apiserver, ``fluence.controlplane``), one
-set of fake nodes, three phases run one after the other:
+set of fake nodes, three phases:
 
 1. **default** - kube-scheduler with only the default profile, no extender;
 2. **fluence** - a ``fluence-extender`` process and a kube-scheduler whose
@@ -11,15 +11,18 @@ set of fake nodes, three phases run one after the other:
    extender that binds costs, so "fluence / null" is what fluence's placement adds.
 
 All schedulers get the same ``percentageOfNodesToScore: 100`` and a generous
-client QPS/burst, so the API client is not what limits them. Each phase
-creates the same number of single pods (small requests: they all fit) from a
+client QPS/burst, so the API client is not what limits them. The pods are
+split into rounds; each round runs all three phases once, in an order rotated
+per round, so a machine that speeds up or slows down during the run affects
+every phase alike (the per-round ratios and their median are printed too). A
+phase creates its share of single pods (small requests: they all fit) from a
 few concurrent creators over keep-alive connections, and is timed from the
-first create to the moment a watch sees the last pod bound. Pods are deleted
-between phases and each extender starts only after that, so every phase sees
-empty nodes. Prints JSON (the rates, fluence/default and the null ratios) and draws
+first create to the moment a watch sees the last pod bound. Every phase starts
+its own scheduler (and extender) on empty nodes and deletes its pods after.
+Prints JSON (the rates, fluence/default and the null ratios) and draws
 ``bench/out/extender_throughput.png``. Usage::
 
-    python bench/extender_throughput.py [--nodes 1000] [--pods 3000] [--creators 4]
+    python bench/extender_throughput.py [--nodes 1000] [--pods 3000] [--creators 4] [--rounds 3]
     python bench/extender_throughput.py --quick      # 200 nodes, 600 pods
 """
 
@@ -31,6 +34,7 @@ import os
 import queue
 import signal
 import ssl
+import statistics
 import subprocess
 import sys
 import threading
@@ -355,21 +359,53 @@ def add_nodes(cp: ControlPlane, count: int) -> None:
     cp.add_nodes(count, prefix="tp-node-", capacity=capacity)
 
 
+PHASES = ("default", "fluence", "null")
+
+
 @dataclass
 class Result:
     nodes: int
     pods: int
     creators: int
-    phases: list[Phase]
+    rounds: list[dict[str, Phase]]
     setup_s: float
 
+    def total(self, name: str) -> Phase:
+        """One phase's rounds as one run: their pods, times, CPU and requests added up."""
+        parts = [r[name] for r in self.rounds]
+        out = Phase(name, sum(p.pods for p in parts))
+        offset = 0.0
+        for p in parts:
+            out.bound_at += [offset + t for t in p.bound_at]
+            offset += p.bound_s
+            out.created_s += p.created_s
+            for k, v in p.cpu_s.items():
+                out.cpu_s[k] = out.cpu_s.get(k, 0.0) + v
+            for k, n in p.api_requests.items():
+                out.api_requests[k] = out.api_requests.get(k, 0) + n
+        out.bound_s = offset
+        means = [p.extender_ms for p in parts if p.extender_ms]
+        if means:
+            out.extender_ms = {
+                k: round(statistics.fmean(m[k] for m in means if k in m), 3) for k in means[0]
+            }
+        return out
+
+    @property
+    def phases(self) -> list[Phase]:
+        return [self.total(n) for n in PHASES]
+
     def doc(self) -> dict[str, Any]:
-        by = {p.name: p for p in self.phases}
-        default, fluence, null = by["default"], by["fluence"], by["null"]
+        default, fluence, null = self.phases
+
+        def per_round(a: str, b: str) -> list[float]:
+            return [round(r[a].pods_per_s / r[b].pods_per_s, 3) for r in self.rounds]
+
         return {
             "nodes": self.nodes,
             "pods": self.pods,
             "creators": self.creators,
+            "rounds": len(self.rounds),
             "setup_s": round(self.setup_s, 1),
             "default": phase_doc(default),
             "fluence": phase_doc(fluence),
@@ -379,6 +415,8 @@ class Result:
                 "null/default": round(null.pods_per_s / default.pods_per_s, 3),
                 "fluence/null": round(fluence.pods_per_s / null.pods_per_s, 3),
             },
+            "ratio_per_round": per_round("fluence", "default"),
+            "ratio_median": round(statistics.median(per_round("fluence", "default")), 3),
         }
 
 
@@ -393,56 +431,54 @@ def phase_doc(p: Phase) -> dict[str, Any]:
     }
 
 
-def run(n_nodes: int, n_pods: int, creators: int, limit: float, keep: Path | None) -> Result:
+def run_segment(
+    cp: ControlPlane, api: Api, name: str, rnd: int, pods: int, creators: int, limit: float
+) -> Phase:
+    """One phase of one round: its scheduler (and extender) started, used, stopped; pods deleted."""
+    label = f"{name}-{rnd}"
+    namespace = f"bench-{label}"
+    if name == "default":
+        sched = cp.start_scheduler(scheduler_config("default-scheduler", None), name=label)
+        try:
+            own = {"kube-scheduler": sched.pid, **control_plane_pids(cp)}
+            phase = run_phase(cp, api, label, "default-scheduler", pods, creators, limit, own)
+        finally:
+            cp.stop_scheduler(sched)
+    else:
+        null = name == "null"
+        process = "null-extender" if null else "fluence-extender"
+        with Extender(cp.kubeconfig, cp.log_path(process), null=null) as ext:
+            sched = cp.start_scheduler(scheduler_config(names.SCHEDULER_NAME, ext.url), name=label)
+            assert ext.proc is not None
+            own = {"kube-scheduler": sched.pid, process: ext.proc.pid, **control_plane_pids(cp)}
+            try:
+                phase = run_phase(cp, api, label, names.SCHEDULER_NAME, pods, creators, limit, own)
+                if not null:
+                    phase.extender_ms = extender_means(ext.url)
+            finally:
+                cp.stop_scheduler(sched)
+    delete_namespace_pods(cp, api, namespace)
+    phase.name = name
+    return phase
+
+
+def run(
+    n_nodes: int, n_pods: int, creators: int, limit: float, keep: Path | None, rounds: int
+) -> Result:
+    """Each round runs every phase once, in an order rotated per round, so drift hits all."""
     t0 = time.monotonic()
+    per_round = max(1, n_pods // rounds)
     with ControlPlane(keep, keep=keep is not None) as cp:
         add_nodes(cp, n_nodes)
         api = Api(cp)
         setup_s = time.monotonic() - t0
-        phases: list[Phase] = []
-        sched = cp.start_scheduler(scheduler_config("default-scheduler", None), name="default")
-        try:
-            own = {"kube-scheduler": sched.pid, **control_plane_pids(cp)}
-            phases.append(
-                run_phase(cp, api, "default", "default-scheduler", n_pods, creators, limit, own)
+        done: list[dict[str, Phase]] = []
+        for rnd in range(rounds):
+            order = PHASES[rnd % len(PHASES) :] + PHASES[: rnd % len(PHASES)]
+            done.append(
+                {n: run_segment(cp, api, n, rnd, per_round, creators, limit) for n in order}
             )
-        finally:
-            cp.stop_scheduler(sched)
-        delete_namespace_pods(cp, api, "bench-default")
-        with Extender(cp.kubeconfig, cp.log_path("fluence-extender")) as ext:
-            sched = cp.start_scheduler(
-                scheduler_config(names.SCHEDULER_NAME, ext.url), name="fluence"
-            )
-            assert ext.proc is not None
-            own = {
-                "kube-scheduler": sched.pid,
-                "fluence-extender": ext.proc.pid,
-                **control_plane_pids(cp),
-            }
-            try:
-                phase = run_phase(
-                    cp, api, "fluence", names.SCHEDULER_NAME, n_pods, creators, limit, own
-                )
-                phase.extender_ms = extender_means(ext.url)
-                phases.append(phase)
-            finally:
-                cp.stop_scheduler(sched)
-        delete_namespace_pods(cp, api, "bench-fluence")
-        with Extender(cp.kubeconfig, cp.log_path("null-extender"), null=True) as ext:
-            sched = cp.start_scheduler(scheduler_config(names.SCHEDULER_NAME, ext.url), name="null")
-            assert ext.proc is not None
-            own = {
-                "kube-scheduler": sched.pid,
-                "null-extender": ext.proc.pid,
-                **control_plane_pids(cp),
-            }
-            try:
-                phases.append(
-                    run_phase(cp, api, "null", names.SCHEDULER_NAME, n_pods, creators, limit, own)
-                )
-            finally:
-                cp.stop_scheduler(sched)
-        return Result(n_nodes, n_pods, creators, phases, setup_s)
+        return Result(n_nodes, per_round * rounds, creators, done, setup_s)
 
 
 def draw(result: Result, out: Path) -> Path:
@@ -465,6 +501,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=3000)
     parser.add_argument("--creators", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of all three phases")
     parser.add_argument("--quick", action="store_true", help="200 nodes and 600 pods")
     parser.add_argument("--limit", type=float, default=900, help="seconds allowed per phase")
     parser.add_argument("--keep", type=Path, help="keep the control plane's work dir here")
@@ -473,7 +510,7 @@ def main() -> None:
     if args.quick:
         args.nodes, args.pods = 200, 600
     args.out.mkdir(parents=True, exist_ok=True)
-    result = run(args.nodes, args.pods, args.creators, args.limit, args.keep)
+    result = run(args.nodes, args.pods, args.creators, args.limit, args.keep, args.rounds)
     doc = result.doc()
     doc["png"] = str(draw(result, args.out))
     samples = {p.name: list(points(p)) for p in result.phases}

@@ -4,8 +4,9 @@ It is the baseline of ``bench/extender_throughput.py``: kube-scheduler pays for
 the filter and bind round trips, and the Binding is created by a Python client,
 whatever the extender decides. It is served the way fluence serves (Starlette
 through :func:`fluence.serving.serve_app` on uvloop) and binds with fluence's own
-:class:`~scheduler_extender.binder.ApiBinder` (the kubernetes client, a bounded
-thread pool), with no graph, no ledger, no watches and no annotations. So
+:class:`~scheduler_extender.binder.ApiBinder` (aiohttp on the loop, the
+kubernetes client's credentials), with no graph, no ledger, no watches and no
+annotations. So
 "fluence / null" is what fluence's placement costs on top of being an extender
 at all. Usage::
 
@@ -18,7 +19,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import anyio
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from fluence.serving import run, serve_app  # noqa: E402
 from scheduler_extender import wire  # noqa: E402
-from scheduler_extender.__main__ import WATCH_CONNECTIONS, api_client  # noqa: E402
+from scheduler_extender.__main__ import api_client  # noqa: E402
 from scheduler_extender.binder import ApiBinder  # noqa: E402
 from scheduler_extender.scheduling import BindConflict, BindError  # noqa: E402
 
@@ -45,8 +45,6 @@ filter_args = msgspec.json.Decoder(FilterArgs)
 
 
 def create_app(binder: ApiBinder) -> Starlette:
-    binds = anyio.CapacityLimiter(BIND_CONCURRENCY)
-
     async def filter_(request: Request) -> Response:
         names = filter_args.decode(await request.body()).node_names or []
         result = wire.ExtenderFilterResult(node_names=names[:1])
@@ -56,15 +54,7 @@ def create_app(binder: ApiBinder) -> Starlette:
         args = wire.binding_args.decode(await request.body())
         error = ""
         try:
-            await anyio.to_thread.run_sync(
-                binder.bind,
-                args.pod_namespace,
-                args.pod_name,
-                args.pod_uid,
-                args.node,
-                {},
-                limiter=binds,
-            )
+            await binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node, {})
         except (BindConflict, BindError) as exc:
             error = str(exc) or type(exc).__name__
         result = wire.ExtenderBindingResult(error=error)
@@ -87,7 +77,7 @@ def main() -> None:
     parser.add_argument("--bind", required=True)
     parser.add_argument("--kubeconfig", required=True)
     args = parser.parse_args()
-    binder = ApiBinder(api_client(args.kubeconfig, BIND_CONCURRENCY + WATCH_CONNECTIONS))
+    binder = ApiBinder(api_client(args.kubeconfig, 1).configuration, connections=BIND_CONCURRENCY)
     run(serve_app(create_app(binder), args.bind))
 
 

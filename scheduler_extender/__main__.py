@@ -25,6 +25,9 @@ log = logging.getLogger("fluence.extender")
 WATCH_CONNECTIONS = 4
 """Watch streams the cluster cache holds open: nodes, pods and two PodGroup APIs."""
 
+SPARE_CONNECTIONS = 2
+"""Room for the reflectors' re-lists beside their watches."""
+
 GIL_SWITCH_INTERVAL_S = 0.0005
 """How long a busy thread may keep the GIL when another thread wants it (Python: 5 ms).
 
@@ -56,21 +59,14 @@ def main() -> None:
         config = resources.load(settings.resources or None)
     except resources.ResourcesConfigError as exc:
         raise SystemExit(f"FLUENCE_RESOURCES={settings.resources}: {exc}") from exc
-    # Room for every bind in flight plus the informers' watch streams.
-    api = api_client(settings.kubeconfig, settings.bind_concurrency + WATCH_CONNECTIONS)
+    api = api_client(settings.kubeconfig, WATCH_CONNECTIONS + SPARE_CONNECTIONS)
     cache = ClusterCache(api)
     graph = ClusterGraph(config, policy=settings.match_policy)
     ledger = Ledger(graph, unbound_timeout=settings.unbound_timeout)
     runtime = Runtime(cache, graph, ledger)
-    scheduler = Scheduler(
-        graph, ledger, cache, ApiBinder(api), scheduler_name=settings.scheduler_name
-    )
-    app = create_app(
-        scheduler,
-        max_body_bytes=settings.max_body_bytes,
-        ready=runtime.ready.is_set,
-        bind_concurrency=settings.bind_concurrency,
-    )
+    binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)
+    scheduler = Scheduler(graph, ledger, cache, binder, scheduler_name=settings.scheduler_name)
+    app = create_app(scheduler, max_body_bytes=settings.max_body_bytes, ready=runtime.ready.is_set)
     watcher = ConfigWatcher(settings.resources, graph, ledger) if settings.resources else None
 
     def start() -> None:
@@ -85,6 +81,13 @@ def main() -> None:
                 await asyncio.to_thread(ledger.expire)
                 if watcher is not None:
                     await asyncio.to_thread(watcher.check)
+
+    async def binder_connections() -> None:
+        """Closes the Binding connections when the server stops."""
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await binder.close()
 
     threading.Thread(target=start, name="startup", daemon=True).start()
     tls = TLSFiles(Path(settings.tls_cert), Path(settings.tls_key)) if settings.tls_cert else None
@@ -103,7 +106,7 @@ def main() -> None:
                 app,
                 settings.bind,
                 tls_files=tls,
-                background=[housekeeping],
+                background=[housekeeping, binder_connections],
                 http2=settings.http2,
             ),
             settings.event_loop,

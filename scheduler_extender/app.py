@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-import anyio
 import msgspec
 from opentelemetry.metrics import CallbackOptions, Observation
 from starlette.applications import Starlette
@@ -65,15 +64,9 @@ def create_app(
     max_body_bytes: int = 64 << 20,
     ready: Callable[[], bool] = lambda: True,
     metrics: bool = True,
-    bind_concurrency: int = 16,
 ) -> Starlette:
-    """Build the app; ``ready`` says when the ledger is rebuilt and scheduling may start.
-
-    At most ``bind_concurrency`` Bindings are in flight at once; the API client's
-    connection pool is sized to match, so no bind opens a connection of its own.
-    """
+    """Build the app; ``ready`` says when the ledger is rebuilt and scheduling may start."""
     graph, ledger = scheduler.graph, scheduler.ledger
-    binds = anyio.CapacityLimiter(bind_concurrency)
     if metrics:
         _register_gauges(graph, ledger)
 
@@ -106,7 +99,7 @@ def create_app(
     routes: list[Route | Mount] = [
         verb("filter", lambda r: filter.handle(r, scheduler, limit)),
         verb("prioritize", lambda r: prioritize.handle(r, scheduler, limit)),
-        verb("bind", lambda r: bind.handle(r, scheduler, limit, binds)),
+        verb("bind", lambda r: bind.handle(r, scheduler, limit)),
         verb("preempt", lambda r: preempt.handle(r, limit)),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),

@@ -48,7 +48,7 @@ class GroupIndexedView(ClusterView, Protocol):
 
 
 class BindConflict(Exception):
-    """The API server said 409: the pod is already bound (maybe by an earlier try of ours)."""
+    """The API server said 409: the pod is bound already, or its UID is not the one we placed."""
 
 
 class BindError(Exception):
@@ -56,11 +56,13 @@ class BindError(Exception):
 
 
 class Binder(Protocol):
-    def bind(
+    """Creates Bindings; called on the event loop, so it must not block it."""
+
+    async def bind(
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> None: ...
 
-    def node_of(self, namespace: str, name: str) -> str | None: ...
+    async def node_of(self, namespace: str, name: str) -> str | None: ...
 
 
 @dataclass
@@ -209,8 +211,12 @@ class Scheduler:
 
     # ---- bind --------------------------------------------------------------------------
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
-        """Bind the pod; returns "" or the error for the scheduler."""
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        """Bind the pod; returns "" or the error for the scheduler.
+
+        The commit runs before the first await, so two binds of one pod never
+        both pass it; the ledger's own lock keeps it safe beside the reflectors.
+        """
         key = f"{namespace}/{name}"
         with _tracer.start_as_current_span("bind") as span:
             span.set_attribute("pod", key)
@@ -221,13 +227,17 @@ class Scheduler:
                 return str(exc)
             span.set_attribute("group", held.group)
             try:
-                self.binder.bind(namespace, name, uid, node, held.annotations())
-            except BindConflict:
-                actual = self.binder.node_of(namespace, name)
+                await self.binder.bind(namespace, name, uid, node, held.annotations())
+            except BindConflict as conflict:
+                actual = await self.binder.node_of(namespace, name)
                 if actual == node:
                     return ""
-                self.ledger.release(key, "bind conflict: the pod is bound elsewhere")
-                return f"pod {key} is already bound to {actual or 'another node'}, not {node}"
+                if actual:
+                    self.ledger.release(key, "bind conflict: the pod is bound elsewhere")
+                    return f"pod {key} is already bound to {actual}, not {node}"
+                # Not bound at all: the UID precondition failed (the pod was recreated).
+                self.ledger.release(key, "bind conflict")
+                return f"binding pod {key} to {node} was refused: {conflict}"
             except BindError as exc:
                 self.ledger.release(key, "bind failed")
                 return f"binding pod {key} to {node} failed: {exc}"

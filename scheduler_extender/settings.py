@@ -53,8 +53,8 @@ class ExtenderSettings(BaseSettings):
         default=16,
         gt=0,
         description=(
-            "Bindings sent to the API server at once; the client keeps that many connections "
-            "open (plus its watches), so binds under load reuse them instead of opening more."
+            "Bindings sent to the API server at once, each on its own kept-alive connection; "
+            "more wait for a free one."
         ),
     )
     max_body_bytes: int = Field(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import anyio
 from starlette.requests import Request
 
 from scheduler_extender import wire
@@ -10,13 +9,9 @@ from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.verbs.body import BadRequest, decode, read_body
 
 
-async def handle(
-    request: Request, scheduler: Scheduler, limit: int, binds: anyio.CapacityLimiter
-) -> bytes:
+async def handle(request: Request, scheduler: Scheduler, limit: int) -> bytes:
     args = decode(wire.binding_args, await read_body(request, limit), "ExtenderBindingArgs")
     if not (args.pod_name and args.pod_namespace and args.node):
         raise BadRequest(400, "ExtenderBindingArgs needs PodName, PodNamespace and Node")
-    error = await anyio.to_thread.run_sync(
-        scheduler.bind, args.pod_namespace, args.pod_name, args.pod_uid, args.node, limiter=binds
-    )
+    error = await scheduler.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
     return wire.encoder.encode(wire.ExtenderBindingResult(error=error))

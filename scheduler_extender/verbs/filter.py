@@ -3,8 +3,8 @@
 The decision runs on the event loop, not in a worker thread: kube-scheduler
 sends one filter at a time per scheduling cycle, so there is nothing to run
 beside it, and handing a sub-millisecond decision to a thread and back costs
-more than the decision (the waiting thread also needs the GIL back). Bind,
-which waits on the API server, still runs in the thread pool.
+more than the decision (the waiting thread also needs the GIL back). Bind
+awaits the API server on the loop as well (:mod:`scheduler_extender.binder`).
 """
 
 from __future__ import annotations

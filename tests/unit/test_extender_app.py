@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -55,17 +56,18 @@ class FakeBinder:
         self.fail: str | None = None
         self.conflict_node: str | None = None
 
-    def bind(
+    async def bind(
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> None:
+        await asyncio.sleep(0)  # let other binds run in between, as a real request would
         if self.fail:
             raise BindError(self.fail)
         if self.conflict_node is not None:
-            raise BindConflict()
+            raise BindConflict("Precondition failed: UID in precondition: x")
         self.bound[f"{namespace}/{name}"] = (node, dict(annotations))
 
-    def node_of(self, namespace: str, name: str) -> str | None:
-        return self.conflict_node
+    async def node_of(self, namespace: str, name: str) -> str | None:
+        return self.conflict_node or None
 
 
 class Env:
@@ -232,6 +234,22 @@ def test_409_is_fine_when_the_pod_is_already_where_we_wanted() -> None:
     assert env.bind(pod, "a") == {"Error": ""}
 
 
+def test_409_elsewhere_or_for_a_recreated_pod_releases_and_says_which() -> None:
+    env = Env([make_node("a", cpu="2"), make_node("b", cpu="2")])
+    pod = make_pod("p", cpu="1", raw=True)
+    (node,) = env.filter(pod, ["a", "b"])["NodeNames"]
+    env.binder.conflict_node = "b" if node == "a" else "a"
+    error = env.bind(pod, node)["Error"]
+    assert error == f"pod default/p is already bound to {env.binder.conflict_node}, not {node}"
+    assert "default/p" not in env.state()["pods"]
+    q = make_pod("q", cpu="1", raw=True)
+    (node,) = env.filter(q, ["a", "b"])["NodeNames"]
+    env.binder.conflict_node = ""  # not bound anywhere: the UID precondition failed
+    error = env.bind(q, node)["Error"]
+    assert error.startswith(f"binding pod default/q to {node} was refused: Precondition failed")
+    assert "default/q" not in env.state()["pods"]
+
+
 def test_preempt_returns_victims_by_uid() -> None:
     env = Env([make_node("a")])
     victim = make_pod("v", raw=True)
@@ -347,10 +365,21 @@ def test_concurrent_binds_never_over_commit() -> None:
         n: (node if i % 2 else f"n{(int(node[1]) + 1) % 3}")
         for i, (n, node) in enumerate(chosen.items())
     }
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        errors = list(
-            pool.map(lambda kv: env.scheduler.bind("default", kv[0], "", kv[1]), targets.items())
+    items = list(targets.items())
+    half = len(items) // 2
+
+    async def bind_all(part: list[tuple[str, str]]) -> list[str]:
+        return list(
+            await asyncio.gather(*(env.scheduler.bind("default", n, "", node) for n, node in part))
         )
+
+    # Two threads, each with its own loop running its binds concurrently: the ledger
+    # sees commits interleaved between awaits and between threads.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        halves = list(
+            pool.map(lambda part: asyncio.run(bind_all(part)), [items[:half], items[half:]])
+        )
+    errors = halves[0] + halves[1]
     state = env.state()
     for node, per in state["nodes"].items():
         assert per["core"]["allocated"] <= per["core"]["capacity"], node
