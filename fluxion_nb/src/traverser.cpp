@@ -639,6 +639,12 @@ int Traverser::dom_slot(const JobMeta &m, int u, const std::vector<Resource> &sh
     if (explore(m, u, shape, pristine, &x_inout, dfu_slot, nslots) != 0) return -1;
     finish_slot(dfu_slot);
     qual = cnt_slot(shape, dfu_slot);
+    // With a shared pool a tiny slot fits thousands of times; the parent takes at most
+    // nslots of them, and the slots are cut best first, so cut no more than it can take.
+    // (Whole-vertex shapes keep flux-sched's full list: their tie order is observable.)
+    if (qual > nslots && nslots > 0 &&
+        std::any_of(shape.begin(), shape.end(), [&](const Resource &r) { return partial_share_type(r.type); }))
+        qual = nslots;
     SlotCursor cursor;
     for (unsigned i = 0; i < qual; ++i) {
         EdgeGroup slot;

@@ -25,6 +25,24 @@ def test_four_one_cpu_pods_share_a_four_cpu_node_and_a_fifth_does_not_fit() -> N
     assert fifth.status == "busy"
 
 
+def test_tiny_slots_on_big_shared_pools_take_what_they_ask_and_ranges_take_their_max() -> None:
+    # A 10m slot fits 3,200 times into one 32-core pool; only the slots asked for are cut.
+    g = Graph(
+        pooled_cluster(nodes=2, cpus_milli=32000, memory_mib=131072),
+        policy="first",
+        partial_pools={"core", "memory"},
+    )
+    for _ in range(50):
+        assert sum(per["core"] for per in g.match(slot_jobspec(1, 10, 16)).by_node().values()) == 10
+    gang = g.match(slot_jobspec(3, 10, 16))
+    assert sum(per["core"] for per in gang.by_node().values()) == 30
+    ranged = slot_jobspec(1, 10, 16)
+    ranged["resources"][0]["count"] = {"min": 1, "max": 5, "operator": "+", "operand": 1}
+    got = g.match(ranged).by_node()
+    assert sum(per["core"] for per in got.values()) == 50
+    assert sum(per["memory"] for per in got.values()) == 80
+
+
 def test_fluxion_default_allocates_a_pool_whole_so_one_pod_per_node() -> None:
     g = Graph(pooled_cluster(nodes=1), policy="first")
     first = g.match(slot_jobspec(1, 1000, 1024))
