@@ -42,6 +42,7 @@ from fluence.ledger import Ledger  # noqa: E402
 from fluence.pods import Pod, PodGroup, decode_node  # noqa: E402
 from scheduler_extender.app import create_app  # noqa: E402
 from scheduler_extender.binder import NullBinder  # noqa: E402
+from scheduler_extender.runtime import freeze_startup_heap  # noqa: E402
 from scheduler_extender.scheduling import Scheduler  # noqa: E402
 
 
@@ -162,6 +163,7 @@ async def run(n_nodes: int, n_pods: int, gang: int) -> dict[str, Any]:
     graph = ClusterGraph(resources.load(ROOT / "examples" / "resources.yaml"), map(node, names))
     build_s = time.perf_counter() - t0
     ledger = Ledger(graph)
+    freeze_startup_heap()  # as the binary does once its ledger is rebuilt
     view = Pods()
     scheduler = Scheduler(graph, ledger, view, NullBinder())
     app = create_app(scheduler, metrics=False)
