@@ -42,7 +42,7 @@ from fluence.ledger import Ledger  # noqa: E402
 from fluence.pods import Pod, PodGroup, decode_node  # noqa: E402
 from scheduler_extender.app import create_app  # noqa: E402
 from scheduler_extender.binder import NullBinder  # noqa: E402
-from scheduler_extender.runtime import freeze_startup_heap  # noqa: E402
+from scheduler_extender.runtime import freeze_startup_heap, thaw_heap  # noqa: E402
 from scheduler_extender.scheduling import Scheduler  # noqa: E402
 
 
@@ -233,6 +233,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run(args.nodes, args.pods, args.gang))
+    thaw_heap()
     result["png"] = str(draw(result, args.out))
     samples = result.pop("samples_ms")
     (args.out / "extender.json").write_text(json.dumps({**result, "samples_ms": samples}))

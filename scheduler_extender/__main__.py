@@ -16,7 +16,7 @@ from fluence.ledger import Ledger
 from fluence.serving import TLSFiles, run, serve_app
 from scheduler_extender.app import create_app
 from scheduler_extender.binder import ApiBinder
-from scheduler_extender.runtime import ConfigWatcher, Runtime
+from scheduler_extender.runtime import ConfigWatcher, Runtime, freeze_startup_heap, thaw_heap
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.settings import ExtenderSettings
 
@@ -73,6 +73,7 @@ def main() -> None:
         cache.start()
         cache.wait_synced()
         runtime.rebuild()
+        freeze_startup_heap()
 
     async def housekeeping() -> None:
         while True:
@@ -113,6 +114,7 @@ def main() -> None:
         )
     finally:
         cache.stop()
+        thaw_heap()
 
 
 if __name__ == "__main__":

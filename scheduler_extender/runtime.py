@@ -31,9 +31,15 @@ def freeze_startup_heap() -> None:
     Python's full collections walk every tracked object; with a 5,000-node graph
     loaded they took 80-230 ms, stalling whatever filter ran into one.
     Frozen, the startup objects are skipped: 36-60 ms (bench/extender.py).
+    :func:`thaw_heap` undoes it at shutdown, so everything is released in order.
     """
     gc.collect()
     gc.freeze()
+
+
+def thaw_heap() -> None:
+    gc.unfreeze()
+    gc.collect()
 
 
 class Runtime:
@@ -56,7 +62,6 @@ class Runtime:
             for pod in pods:
                 self.ledger.observe(pod)
             self._started = True
-        freeze_startup_heap()
         log.info(
             "ledger rebuilt from the cluster",
             extra={
