@@ -970,9 +970,11 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
         n = defer_below(u, out, m, dfu);
     } else {
         for (int e : V(u).out_edges) {
+            // The edge's own stamp first: most out-edges of a big vertex were not
+            // chosen, and reading it spares a cache miss on every unchosen target.
+            if (E(e).seq != seq_ && !mod) continue;
             int tgt = E(e).target;
             if (visited(tgt)) continue;
-            if (E(e).seq != seq_ && !mod) continue;
             bool x = E(e).exclusive != 0 || mod;
             uint64_t nd = mod ? static_cast<uint64_t>(V(tgt).size) : E(e).needs;
             int sub = upd_dfv(tgt, out, nd, x, m, full, dfu, mod);
