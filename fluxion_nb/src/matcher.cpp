@@ -253,7 +253,7 @@ bool Matcher::cancel(int64_t jobid, bool noent_ok) {
         if (noent_ok) return false;
         throw NotFoundError("nonexistent job " + std::to_string(jobid));
     }
-    trav_->cancel(jobid);
+    trav_->cancel(jobid, &it->second.vertices);
     it->second.state = "CANCELED";
     return true;
 }

@@ -1053,9 +1053,20 @@ void Traverser::mod_dfv(int u, int64_t jobid) {
     Vertex &x = V(u);
     mark(u);
     ++preorder_;
-    auto tag = x.tags.find(jobid);
-    if (tag == x.tags.end()) return;
-    x.tags.erase(tag);
+    if (!x.tags.count(jobid)) return;
+    release_tagged(u, jobid);
+    for (int e : V(u).out_edges) {
+        int t = E(e).target;
+        if (!visited(t)) mod_dfv(t, jobid);
+    }
+    ++postorder_;
+}
+
+// One vertex's share of a cancel: its tag, spans and exclusivity mark; a
+// deferred vertex first gets the bookkeeping it was spared.
+void Traverser::release_tagged(int u, int64_t jobid) {
+    Vertex &x = V(u);
+    x.tags.erase(jobid);
     touch(u);
     if (auto it = x.x_spans.find(jobid); it != x.x_spans.end()) {
         x.x_checker.rem_span(it->second);
@@ -1075,11 +1086,28 @@ void Traverser::mod_dfv(int u, int64_t jobid) {
         x.reservations.erase(r);
     }
     if (x.deferred) materialize(u);
-    for (int e : V(u).out_edges) {
-        int t = E(e).target;
-        if (!visited(t)) mod_dfv(t, jobid);
+}
+
+// The walk from the root reaches a vertex when its parent was released (a
+// tree: one parent), releases it when it holds the job's tag, and counts a
+// visit for the root and for every child of a released vertex. Backwards, the
+// emission lists parents first, so a parent is settled before its children.
+void Traverser::mod_listed(int64_t jobid, const std::vector<int> &listed) {
+    preorder_ = 1;
+    for (auto it = listed.rbegin(); it != listed.rend(); ++it) {
+        int u = *it;
+        // A removed subtree hangs under no out-edge any more: the walk never reaches it.
+        if (u < 0 || static_cast<size_t>(u) >= g_.vertices.size() || visited(u) || V(u).removed) continue;
+        if (u != g_.root) {
+            int p = g_.parent(u);
+            if (p < 0 || !visited(p)) continue;
+        }
+        if (!V(u).tags.count(jobid)) continue;
+        mark(u);
+        release_tagged(u, jobid);
+        preorder_ += static_cast<unsigned>(V(u).out_edges.size());
+        ++postorder_;
     }
-    ++postorder_;
 }
 
 void Traverser::mod_exv(int64_t jobid) {
@@ -1107,13 +1135,16 @@ void Traverser::mod_exv(int64_t jobid) {
     }
 }
 
-bool Traverser::cancel(int64_t jobid) {
+bool Traverser::cancel(int64_t jobid, const std::vector<int> *listed) {
     ++epoch_;
     // Counts of this walk, reported by resource-query's `cancel ... stats`.
     preorder_ = postorder_ = 0;
-    if (g_.root >= 0 && V(g_.root).tags.count(jobid))
-        mod_dfv(g_.root, jobid);
-    else
+    if (g_.root >= 0 && V(g_.root).tags.count(jobid)) {
+        if (listed && !listed->empty() && defer_ && !shared_)
+            mod_listed(jobid, *listed);
+        else
+            mod_dfv(g_.root, jobid);
+    } else
         mod_exv(jobid);
     return true;
 }

@@ -85,7 +85,11 @@ class Traverser {
              MatchErr &err);
 
     // Remove every trace of `jobid` (allocation or reservation).
-    bool cancel(int64_t jobid);
+    // `listed`: the vertices the job's emission named (children before parents).
+    // With the shortcuts on and a tree, cancel visits only those instead of
+    // every child of every tagged vertex; it releases the same vertices in the
+    // same order and counts the same visits.
+    bool cancel(int64_t jobid, const std::vector<int> *listed = nullptr);
     // Release the part of `jobid` held by vertices in `release` (their whole
     // amounts), fixing aggregates on ancestors. Returns true when nothing of
     // the job is left.
@@ -305,6 +309,8 @@ class Traverser {
 
     // cancel
     void mod_dfv(int u, int64_t jobid);
+    void mod_listed(int64_t jobid, const std::vector<int> &listed);
+    void release_tagged(int u, int64_t jobid);
     void mod_exv(int64_t jobid);
 };
 
