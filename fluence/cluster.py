@@ -19,7 +19,15 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from fluence import groups, names
-from fluence.pods import Node, Pod, PodGroup, decode_node, decode_pod, decode_podgroup
+from fluence.pods import (
+    Node,
+    Pod,
+    PodGroup,
+    decode_node,
+    decode_pod,
+    decode_podgroup,
+    decode_status,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +56,12 @@ class _Event(msgspec.Struct):
     object: msgspec.Raw
 
 
-class _Status(msgspec.Struct):
-    code: int = 0
-    message: str = ""
-
-
 class _ObjMeta(msgspec.Struct):
     metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
 
 
 _list_decoder = msgspec.json.Decoder(_List)
 _event_decoder = msgspec.json.Decoder(_Event)
-_status_decoder = msgspec.json.Decoder(_Status)
 _rv_decoder = msgspec.json.Decoder(_ObjMeta)
 
 
@@ -222,7 +224,7 @@ class Reflector(Generic[T]):
                     return
                 ev = _event_decoder.decode(line)
                 if ev.type == "ERROR":
-                    st = _status_decoder.decode(ev.object)
+                    st = decode_status(ev.object)
                     raise ApiStatusError(st.code or 500, st.message)
                 if ev.type == "BOOKMARK":
                     self._rv = _rv_decoder.decode(ev.object).metadata.resourceVersion

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence import names
-from fluence.pods import Pod, pod_requests, split_requests
+from fluence.pods import Pod, Split, pod_requests, split_requests
 
 VERSION = 9999
 COMPUTE_LABEL = "default"
@@ -112,19 +112,22 @@ def group_jobspecs(
     pods: Sequence[Pod],
     known_types: Iterable[str],
     exclude: Sequence[str] = (),
+    *,
+    split: Mapping[str, Split] | None = None,
 ) -> GroupSpecs:
     """The jobspecs that place ``pods`` (members still to place) of ``group``.
 
     Pods that need nothing from a node (a quantum-only pod) get no compute slot.
     Device counts are the maximum any member asks for: one backend serves the group.
+    ``split``: each pod's (compute, devices) requests by pod key, when the caller
+    has worked them out already.
     """
     if not pods:
         raise JobspecError(f"pod group {group!r} has no pods to place")
     shapes: dict[Shape, int] = {}
     devices: dict[str, int] = {}
     for p in pods:
-        req = pod_requests(p)
-        compute, dev = split_requests(req)
+        compute, dev = split[p.key] if split is not None else split_requests(pod_requests(p))
         if compute:
             shape = tuple(sorted(compute.items()))
             shapes[shape] = shapes.get(shape, 0) + 1

@@ -40,7 +40,7 @@ from fluence import names, telemetry
 from fluence.graph import ClusterGraph
 from fluence.jobspec import GroupSpecs, group_jobspecs
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
-from fluence.pods import CORE, GPU, MEMORY, Pod, pod_requests, split_requests
+from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
 from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation
 
@@ -217,14 +217,15 @@ class Ledger:
 
         All or nothing: when one jobspec fails, everything matched so far is undone.
         """
-        specs = group_jobspecs(group, pods, self.graph.known_types(), exclude)
+        split = {p.key: split_requests(pod_requests(p)) for p in pods}
+        specs = group_jobspecs(group, pods, self.graph.known_types(), exclude, split=split)
         with _tracer.start_as_current_span("match") as span:
             span.set_attribute("group", group)
             span.set_attribute("pods", len(pods))
             started = time.perf_counter()
             with self.lock, self.graph.lock:
                 try:
-                    result = self._place_locked(group, pods, specs)
+                    result = self._place_locked(group, pods, specs, split)
                 finally:
                     elapsed = time.perf_counter() - started
             span.set_attribute("status", result.status)
@@ -245,7 +246,9 @@ class Ledger:
         with self.lock:
             return self._last_match.get(group)
 
-    def _place_locked(self, group: str, pods: Sequence[Pod], specs: GroupSpecs) -> PlaceResult:
+    def _place_locked(
+        self, group: str, pods: Sequence[Pod], specs: GroupSpecs, split: Mapping[str, Split]
+    ) -> PlaceResult:
         matched: list[int] = []
         node_of: dict[str, str] = {}
         backends: list[tuple[str, BackendChoice]] = []
@@ -256,7 +259,6 @@ class Ledger:
             for jid in matched:
                 self.graph.cancel_match(jid)
 
-        split = {p.key: split_requests(pod_requests(p)) for p in pods}
         shape_pods: dict[Any, list[str]] = {}
         for p in pods:
             compute = split[p.key][0]

@@ -49,7 +49,7 @@ class QuantityError(ValueError):
 
 QUANTITY_CACHE = 4096
 """Quantities read before, kept: a cluster uses few distinct ones ("500m", "1Gi"), and
-reading them was a tenth of a gang's placement (every member's requests, twice)."""
+reading every member's requests was a tenth of a gang's placement."""
 
 
 @functools.lru_cache(maxsize=QUANTITY_CACHE)
@@ -290,11 +290,22 @@ def node_capacity(node: Node) -> dict[str, int]:
     return {k: v for k, v in caps.items() if k in COMPUTE_TYPES}
 
 
-def split_requests(req: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+Split = tuple[dict[str, int], dict[str, int]]
+"""A pod's requests as (node resources, virtual resources), by graph type."""
+
+
+def split_requests(req: dict[str, int]) -> Split:
     """(node resources, virtual resources) of one pod's requests."""
     compute = {k: v for k, v in req.items() if k in COMPUTE_TYPES}
     devices = {k: v for k, v in req.items() if k not in COMPUTE_TYPES}
     return compute, devices
+
+
+class Status(msgspec.Struct):
+    """The API server's answer to a failed request, or a watch ERROR event's object."""
+
+    code: int = 0
+    message: str = ""
 
 
 _pod_decoder = msgspec.json.Decoder(Pod)
@@ -312,3 +323,10 @@ def decode_node(data: bytes | str) -> Node:
 
 def decode_podgroup(data: bytes | str) -> PodGroup:
     return _group_decoder.decode(data)
+
+
+_status_decoder = msgspec.json.Decoder(Status)
+
+
+def decode_status(data: bytes | str) -> Status:
+    return _status_decoder.decode(data)

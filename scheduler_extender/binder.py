@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from fluence.pods import decode_pod, decode_status
 from scheduler_extender.scheduling import BindConflict, BindError
 
 JSON = "application/json"
@@ -33,22 +34,6 @@ class NullBinder:
 
     async def node_of(self, namespace: str, name: str) -> str | None:
         return None
-
-
-class _Status(msgspec.Struct):
-    message: str = ""
-
-
-class _PodSpec(msgspec.Struct):
-    nodeName: str = ""  # noqa: N815 - the API's spelling
-
-
-class _Pod(msgspec.Struct):
-    spec: _PodSpec = msgspec.field(default_factory=_PodSpec)
-
-
-_status = msgspec.json.Decoder(_Status)
-_pod = msgspec.json.Decoder(_Pod)
 
 
 def ssl_context(configuration: Any) -> ssl.SSLContext:
@@ -150,13 +135,13 @@ class ApiBinder:
         if status != 200:
             return None
         try:
-            return _pod.decode(data).spec.nodeName or None
+            return decode_pod(data).spec.node_name or None
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
 
 
 def _message(data: bytes) -> str:
     try:
-        return _status.decode(data).message[:300]
+        return decode_status(data).message[:300]
     except (msgspec.DecodeError, msgspec.ValidationError):
         return data[:300].decode(errors="replace")

@@ -6,6 +6,7 @@ import pytest
 
 from fluence import names
 from fluence.jobspec import JobspecError, group_jobspecs
+from fluence.pods import pod_requests, split_requests
 from tests.unit.test_pods import make_pod
 
 KNOWN = {"qdevice", "qpu", "qubit"}
@@ -29,6 +30,18 @@ def test_homogeneous_group_is_one_slot_shape_counted_per_pod() -> None:
         "attributes": {"system": {"constraints": {"properties": ["virtual=false"]}, "duration": 0}},
         "tasks": [{"command": ["default/training"], "slot": "default", "count": {"per_slot": 1}}],
     }
+
+
+def test_requests_worked_out_by_the_caller_give_the_same_jobspecs() -> None:
+    pods = [
+        make_pod("a", cpu="1"),
+        make_pod("b", cpu="2", extra={"nvidia.com/gpu": "1", names.resource_name("qpu"): "1"}),
+        make_pod("c", cpu="1"),
+    ]
+    split = {p.key: split_requests(pod_requests(p)) for p in pods}
+    assert group_jobspecs("default/g", pods, KNOWN, ["n1"], split=split) == group_jobspecs(
+        "default/g", pods, KNOWN, ["n1"]
+    )
 
 
 def test_heterogeneous_group_gets_one_jobspec_per_shape_biggest_first() -> None:
