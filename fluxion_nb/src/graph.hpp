@@ -50,29 +50,31 @@ enum class Status { Up = 0, Down = 1 };
 // Strings are views into the graph's StringPool; containers that are empty
 // for most vertices are Lazy, so a vertex that holds nothing stays small.
 struct Vertex {
+    // The fields every walk and writer reads come first: one cache line.
+    std::vector<int> out_edges;  // dominant-subsystem children, insertion order
+    uint64_t color_epoch = 0;    // traversal mark
+    int64_t size = 1;
+    int64_t id = -1;
+    int64_t rank = -1;
     int type = -1;
     Status status = Status::Up;
     bool partial_pool = false;  // slots take exactly their count from this pool
     bool removed = false;
+    // Bookkeeping below this vertex is pending (see deferred_holds.cpp).
+    bool deferred = false;
     // Has out-edges in a subsystem other than the dominant one. flux-sched
     // counts those when it decides whether a vertex is a leaf.
     bool foreign_children = false;
-    // Bookkeeping below this vertex is pending (see deferred_holds.cpp).
-    bool deferred = false;
     int parent_edge = -1;  // first in-edge of the dominant subsystem (others make it shared)
     std::string_view basename;
     std::string_view name;
     std::string_view unit;
     std::string_view path;  // containment path ("" if not in containment)
-    int64_t id = -1;
     int64_t uniq_id = -1;
-    int64_t rank = -1;
-    int64_t size = 1;
     Lazy<std::map<std::string, std::string>> other_paths;  // other subsystems
     Lazy<std::map<std::string, std::string>> properties;
 
-    std::vector<int> out_edges;      // dominant-subsystem children, insertion order
-    std::vector<int> by_outedges;    // same edges, ordered for first-match policies
+    std::vector<int> by_outedges;  // out_edges, ordered for first-match policies
 
     // Scheduling state.
     Planner plans;
@@ -83,9 +85,6 @@ struct Vertex {
     FlatSet<int64_t> tags;
     FlatMap<int64_t, int64_t> x_spans;       // jobid -> span in x_checker
     FlatMap<int64_t, int64_t> job2span;      // jobid -> span in subplan
-
-    // Traversal marks.
-    uint64_t color_epoch = 0;
 };
 
 // Only the dominant subsystem's edges are kept: matching walks no other.
