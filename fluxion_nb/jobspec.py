@@ -17,6 +17,8 @@ JobspecLike = str | bytes | Mapping[str, Any] | Path
 
 def to_json(jobspec: JobspecLike) -> str:
     """Return the jobspec as JSON text; YAML is accepted because RFC 14 allows both."""
+    if type(jobspec) is str:  # the common case first: the Mapping check is an ABC's
+        return _text_to_json(jobspec)
     if isinstance(jobspec, Path):
         jobspec = jobspec.read_text()
     if isinstance(jobspec, bytes):
