@@ -115,6 +115,17 @@ NB_MODULE(_core, m) {
                 return out;
             },
             nb::arg("result"))
+        .def(
+            "held_by_node",
+            [](const Matcher &mt, const MatchResult &r) {
+                Matcher::NodeHoldings out;
+                {
+                    nb::gil_scoped_release release;
+                    out = mt.held_by_node(r.emitted);
+                }
+                return out;
+            },
+            nb::arg("result"))
         .def("info", &Matcher::info, nb::arg("jobid"))
         .def("jobs", &Matcher::jobs)
         .def("stat",

@@ -71,6 +71,12 @@ class AllocatedVertices(Sequence[AllocatedVertex]):
             for v in self._m.describe(self._r)
         )
 
+    def by_node(self) -> dict[str, dict[str, int]]:
+        """See :meth:`Allocation.by_node`; summed by the core, unless described already."""
+        if "_items" in self.__dict__ or self._r is None or not self._r.emitted:
+            return _sum_by_node(self._items)
+        return {node: dict(per) for node, per in self._m.held_by_node(self._r)}
+
     def __len__(self) -> int:
         return 0 if self._r is None else int(self._r.emitted)
 
@@ -131,13 +137,19 @@ class Allocation:
         return list(seen)
 
     def by_node(self) -> dict[str, dict[str, int]]:
-        """Per node: resource type -> units held exclusively (leaves only)."""
-        out: dict[str, dict[str, int]] = {}
-        for v in self.vertices:
-            if v.node and v.exclusive and v.type != "node":
-                per = out.setdefault(v.node, {})
-                per[v.type] = per.get(v.type, 0) + v.amount
-        return out
+        """Per node: resource type -> units held exclusively (node vertices left out)."""
+        if isinstance(self.vertices, AllocatedVertices):
+            return self.vertices.by_node()
+        return _sum_by_node(self.vertices)
+
+
+def _sum_by_node(vertices: Iterable[AllocatedVertex]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for v in vertices:
+        if v.node and v.exclusive and v.type != "node":
+            per = out.setdefault(v.node, {})
+            per[v.type] = per.get(v.type, 0) + v.amount
+    return out
 
 
 def _allocation(m: Any, r: Any) -> Allocation:

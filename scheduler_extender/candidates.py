@@ -28,12 +28,13 @@ _AFTER = b",]"
 class Candidates(Collection[str]):
     """A set-like view of the offered node names; iteration keeps the scheduler's order."""
 
-    __slots__ = ("_raw", "_list", "_set")
+    __slots__ = ("_raw", "_list", "_set", "_len")
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         self._raw: bytes | None = None
         self._list: list[str] | None = list(names)
         self._set: frozenset[str] | None = None
+        self._len: int | None = None
 
     @classmethod
     def from_json(cls, raw: bytes) -> Candidates:
@@ -69,10 +70,13 @@ class Candidates(Collection[str]):
         return iter(self.names())
 
     def __len__(self) -> int:
-        if self._list is None and self._raw is not None and b"\\" not in self._raw:
-            # Without escapes every quote delimits a string: two per name, no decoding.
-            return self._raw.count(b'"') // 2
-        return len(self.names())
+        if self._len is None:
+            if self._list is None and self._raw is not None and b"\\" not in self._raw:
+                # Without escapes every quote delimits a string: two per name, no decoding.
+                self._len = self._raw.count(b'"') // 2
+            else:
+                self._len = len(self.names())
+        return self._len
 
     def __repr__(self) -> str:
         if self._list is None:

@@ -1,9 +1,11 @@
 #include "matcher.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -75,6 +77,37 @@ std::vector<AllocatedVertex> Matcher::describe(const std::vector<EmittedVertex> 
                 break;
             }
         out.push_back(std::move(a));
+    }
+    return out;
+}
+
+Matcher::NodeHoldings Matcher::held_by_node(const std::vector<EmittedVertex> &emitted) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    NodeHoldings out;
+    std::unordered_map<int, size_t> slot_of;  // node vertex -> index in out
+    for (const auto &ev : emitted) {
+        if (ev.vertex < 0 || static_cast<size_t>(ev.vertex) >= g_->vertices.size())
+            throw InputError("held_by_node: no vertex " + std::to_string(ev.vertex));
+        const Vertex &v = g_->vertices[static_cast<size_t>(ev.vertex)];
+        if (!ev.exclusive || v.type == g_->types.node) continue;
+        int node = -1;
+        for (int p = g_->parent(ev.vertex); p >= 0; p = g_->parent(p))
+            if (g_->vertices[static_cast<size_t>(p)].type == g_->types.node) {
+                node = p;
+                break;
+            }
+        if (node < 0) continue;
+        auto [it, fresh] = slot_of.emplace(node, out.size());
+        if (fresh)
+            out.emplace_back(std::string(g_->vertices[static_cast<size_t>(node)].name),
+                             std::vector<std::pair<std::string, int64_t>>());
+        auto &per_type = out[it->second].second;
+        const std::string &type = g_->types.name(v.type);
+        auto t = std::find_if(per_type.begin(), per_type.end(), [&](const auto &kv) { return kv.first == type; });
+        if (t == per_type.end())
+            per_type.emplace_back(type, ev.needs);
+        else
+            t->second += ev.needs;
     }
     return out;
 }

@@ -109,6 +109,11 @@ class Matcher {
 
     // What each emitted vertex of a match is: path, type, name, node, ...
     std::vector<AllocatedVertex> describe(const std::vector<EmittedVertex> &emitted) const;
+    // Per enclosing node (first-seen order): type -> units held exclusively,
+    // node vertices themselves left out. What describe would give summed up,
+    // without describing every vertex.
+    using NodeHoldings = std::vector<std::pair<std::string, std::vector<std::pair<std::string, int64_t>>>>;
+    NodeHoldings held_by_node(const std::vector<EmittedVertex> &emitted) const;
 
     std::optional<JobRecord> info(int64_t jobid) const;
     std::vector<JobRecord> jobs() const;

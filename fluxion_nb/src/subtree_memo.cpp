@@ -65,7 +65,7 @@ void Traverser::apply_stamp(const EdgeStamp &s) {
     else
         ed.needs = s.needs;
     ed.exclusive = static_cast<int>(s.exclusive);
-    ed.seq = seq_;
+    stamp(s.edge);
     if (recording_ > 0) stamp_log_.push_back(s);
 }
 

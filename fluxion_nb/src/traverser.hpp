@@ -150,6 +150,17 @@ class Traverser {
     void tick() {
         ++seq_;
         ++epoch_;
+        wide_stamps_.clear();
+    }
+    // Choosing an edge for the update walk. Edges out of a wide vertex (a
+    // cluster of thousands of nodes) are also listed by source, so the walk
+    // visits the chosen few instead of reading every out-edge's stamp.
+    static constexpr size_t kWideFanout = 32;
+    std::vector<std::pair<int, int>> wide_stamps_;  // (source, edge), this seq
+    void stamp(int e) {
+        Edge &ed = E(e);
+        ed.seq = seq_;
+        if (V(ed.source).out_edges.size() >= kWideFanout) wide_stamps_.emplace_back(ed.source, e);
     }
     bool visited(int v) { return V(v).color_epoch == epoch_; }
     void mark(int v) { V(v).color_epoch = epoch_; }

@@ -43,6 +43,63 @@ def test_tiny_slots_on_big_shared_pools_take_what_they_ask_and_ranges_take_their
     assert sum(per["memory"] for per in got.values()) == 80
 
 
+def _socket_cluster(nodes: int) -> dict[str, Any]:
+    """cluster0 -> node<i> -> socket<0,1> -> 4 cores + 1 gpu each, as JGF."""
+    verts: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+
+    def add(kind: str, ident: int, path: str, parent: str | None) -> str:
+        vid = str(len(verts))
+        meta = {"type": kind, "basename": kind, "name": f"{kind}{ident}", "id": ident}
+        verts.append({"id": vid, "metadata": {**meta, "paths": {"containment": path}}})
+        if parent is not None:
+            edges.append(
+                {"source": parent, "target": vid, "metadata": {"subsystem": "containment"}}
+            )
+        return vid
+
+    root = add("cluster", 0, "/cluster0", None)
+    core = gpu = 0
+    for n in range(nodes):
+        node = add("node", n, f"/cluster0/node{n}", root)
+        for s in range(2):
+            sp = f"/cluster0/node{n}/socket{s}"
+            sock = add("socket", n * 2 + s, sp, node)
+            for _ in range(4):
+                add("core", core, f"{sp}/core{core}", sock)
+                core += 1
+            add("gpu", gpu, f"{sp}/gpu{gpu}", sock)
+            gpu += 1
+    return {"graph": {"nodes": verts, "edges": edges}}
+
+
+def test_by_node_summed_by_the_core_equals_the_sum_of_the_described_vertices() -> None:
+    g = Graph(_socket_cluster(3))
+    slot = {"type": "slot", "count": 1, "label": "t", "with": [{"type": "core", "count": 1}]}
+    gang = {"type": "slot", "count": 3, "label": "t"}
+    gang["with"] = [{"type": "core", "count": 3}, {"type": "gpu", "count": 1}]
+    whole_node = {"type": "node", "count": 1, "exclusive": True, "with": [slot]}
+    for resource in (gang, whole_node):
+        spec = {
+            "version": 1,
+            "resources": [resource],
+            "attributes": {"system": {"duration": 60}},
+            "tasks": [{"command": ["x"], "slot": "t", "count": {"per_slot": 1}}],
+        }
+        a = g.match(spec)
+        assert a.ok
+        fast = a.by_node()  # before anything describes the vertices
+        expected: dict[str, dict[str, int]] = {}
+        for v in a.vertices:
+            if v.node and v.exclusive and v.type != "node":
+                per = expected.setdefault(v.node, {})
+                per[v.type] = per.get(v.type, 0) + v.amount
+        assert len(expected) > 1 or "socket" in next(iter(expected.values()))
+        assert fast == expected
+        assert list(fast) == list(expected)  # the same node order
+        assert a.by_node() == expected  # and once described
+
+
 def test_fluxion_default_allocates_a_pool_whole_so_one_pod_per_node() -> None:
     g = Graph(pooled_cluster(nodes=1), policy="first")
     first = g.match(slot_jobspec(1, 1000, 1024))
