@@ -981,7 +981,7 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
                 n += sub;
             }
         };
-        if (!mod && V(u).out_edges.size() >= kWideFanout) {
+        if (!mod && wide_listed_ && V(u).out_edges.size() >= kWideFanout) {
             // Out-edges are kept in id order, so the stamped ones sorted by id
             // come in the order the full loop below would meet them.
             auto lo = std::lower_bound(wide_stamps_.begin(), wide_stamps_.end(), std::make_pair(u, -1));

@@ -107,6 +107,7 @@ class Traverser {
         settle();
         defer_ = on;
         hidden_enabled_ = on;
+        wide_enabled_ = on;
         memos_ = on && memos;
         invalidate_memos();
     }
@@ -151,16 +152,28 @@ class Traverser {
         ++seq_;
         ++epoch_;
         wide_stamps_.clear();
+        wide_listed_ = wide_enabled_;
     }
     // Choosing an edge for the update walk. Edges out of a wide vertex (a
     // cluster of thousands of nodes) are also listed by source, so the walk
-    // visits the chosen few instead of reading every out-edge's stamp.
-    static constexpr size_t kWideFanout = 32;
+    // visits the chosen few instead of reading every out-edge's stamp. A
+    // search that stamps more than the list is meant for (scoring policies
+    // stamp every subtree's local choice) gives the list up for that walk.
+    static constexpr size_t kWideFanout = 256;
+    static constexpr size_t kWideListed = 4096;
     std::vector<std::pair<int, int>> wide_stamps_;  // (source, edge), this seq
+    bool wide_enabled_ = true;  // a shortcut (set_shortcuts)
+    bool wide_listed_ = true;   // every stamp out of a wide vertex is in wide_stamps_
     void stamp(int e) {
         Edge &ed = E(e);
         ed.seq = seq_;
-        if (V(ed.source).out_edges.size() >= kWideFanout) wide_stamps_.emplace_back(ed.source, e);
+        if (!wide_listed_ || V(ed.source).out_edges.size() < kWideFanout) return;
+        if (wide_stamps_.size() >= kWideListed) {
+            wide_listed_ = false;
+            wide_stamps_.clear();
+            return;
+        }
+        wide_stamps_.emplace_back(ed.source, e);
     }
     bool visited(int v) { return V(v).color_epoch == epoch_; }
     void mark(int v) { V(v).color_epoch = epoch_; }

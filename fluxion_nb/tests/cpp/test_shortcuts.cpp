@@ -285,3 +285,69 @@ TEST(Shortcuts, SubtreeMemosGiveTheSameAnswers) {
             run_twin_memos(policy, seed + 100, 300, false);
         }
 }
+
+namespace {
+
+// A rack of 300 nodes: wider than the update walk's fan-out threshold, so the
+// walk with the shortcuts visits only the listed children of the rack.
+void run_twin_wide(const std::string &policy, unsigned seed, int steps) {
+    const int nodes = 300;
+    std::string g = rack_graph(1, nodes, 2, 1);
+    MatcherOptions on{policy, "ALL:core,ALL:node", "jgf", {}};
+    MatcherOptions off = on;
+    off.shortcuts = false;
+    Matcher a(g, on), b(g, off);
+    std::mt19937 rng(seed);
+    std::vector<int64_t> live;
+    int64_t next_id = 100000;
+    auto node_path = [](unsigned n) { return "/cluster0/rack0/node" + std::to_string(n); };
+    for (int step = 0; step < steps; ++step) {
+        SCOPED_TRACE(policy + " seed " + std::to_string(seed) + " step " + std::to_string(step));
+        unsigned pick = rng() % 8;
+        if (pick < 4) {
+            std::string js = spec(shapes()[rng() % shapes().size()], 60);
+            std::string op = pick == 3 ? "allocate_orelse_reserve" : "allocate";
+            MatchResult ra = a.match(js, op), rb = b.match(js, op);
+            ASSERT_EQ(ra.status, rb.status);
+            ASSERT_EQ(ra.R, rb.R);
+            ASSERT_EQ(describe_all(a, ra), describe_all(b, rb));
+            if (ra.status == "allocated" || ra.status == "reserved") live.push_back(ra.jobid);
+        } else if (pick == 4) {
+            // Hold cores on a few nodes spread over the rack, as one job.
+            std::vector<std::pair<std::string, int64_t>> cores;
+            for (int k = 0, n = static_cast<int>(rng() % 4) + 1; k < n; ++k) {
+                unsigned node = rng() % nodes;
+                cores.emplace_back(node_path(node) + "/socket" + std::to_string(2 * node) + "/core" +
+                                       std::to_string(4 * node + rng() % 2),
+                                   1);
+            }
+            int64_t id = next_id++;
+            auto hold = [&](Matcher &m) -> std::string {
+                try {
+                    m.hold(id, cores, 0, 60);
+                    return "held";
+                } catch (const std::runtime_error &e) {
+                    return std::string("error: ") + e.what();
+                }
+            };
+            std::string ha = hold(a), hb = hold(b);
+            ASSERT_EQ(ha, hb);
+            if (ha == "held") live.push_back(id);
+        } else if (pick < 7 && !live.empty()) {
+            size_t i = rng() % live.size();
+            ASSERT_EQ(a.cancel(live[i], false), b.cancel(live[i], false));
+            ASSERT_EQ(a.traversal_counts(), b.traversal_counts());
+            live.erase(live.begin() + static_cast<long>(i));
+        } else {
+            ASSERT_EQ(usage_of(a), usage_of(b));
+        }
+    }
+    ASSERT_EQ(usage_of(a), usage_of(b));
+}
+
+}  // namespace
+
+TEST(Shortcuts, WideVerticesSameAnswers) {
+    for (const char *policy : {"first", "low", "high", "lonode"})
+        for (unsigned seed = 1; seed <= 3; ++seed) run_twin_wide(policy, seed, 150);
+}
