@@ -91,60 +91,61 @@ json::Value jgf_value(const Graph &g, const Emission &em) {
 }
 
 // R_lite: core and gpu ids gathered per node (and storage node), nodes with
-// the same children merged into one rank set.
-json::Value rlite_value(const Graph &g, const Emission &em, std::vector<std::string> &nodelist) {
+// the same children merged into one rank set. Written straight into the
+// output (json::dump's spacing) rather than through a json::Value tree: a
+// small match's R is otherwise a good part of its cost.
+void append_rlite(std::string &out, const Graph &g, const Emission &em) {
     // Reducer types in type order, each with its ids since the last node
     // (sorted and deduplicated there).
     std::pair<int, std::vector<int64_t>> pending[2] = {{std::min(g.types.core, g.types.gpu), {}},
                                                        {std::max(g.types.core, g.types.gpu), {}}};
-    std::vector<std::pair<std::string, std::pair<std::set<int64_t>, json::Value>>> groups;
-    std::vector<std::pair<int, std::string>> sets;  // of the node at hand
+    struct Group {
+        std::string sig;  // the children, as written
+        std::set<int64_t> ranks;
+    };
+    std::vector<Group> groups;
     std::string sig;
     for (const auto &ev : em.vertices) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
         if (v.type == pending[0].first || v.type == pending[1].first) {
             pending[v.type == pending[0].first ? 0 : 1].second.push_back(v.id);
         } else if (v.type == g.types.node || v.type == g.types.storage_node) {
-            sets.clear();
             sig.clear();
+            sig += '{';
             for (auto &kv : pending) {
                 std::vector<int64_t> &ids = kv.second;
                 if (ids.empty()) continue;
                 if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
                 ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-                sets.emplace_back(kv.first, format_sorted_idset(ids));
-                sig += std::to_string(kv.first) + ':' + sets.back().second + ';';
+                if (sig.size() > 1) sig += ", ";
+                json::dump_string(sig, g.types.name(kv.first));
+                sig += ": ";
+                json::dump_string(sig, format_sorted_idset(ids));
                 ids.clear();
             }
-            nodelist.push_back(std::string(v.name));
-            bool merged = false;
-            for (auto &grp : groups)
-                if (grp.first == sig) {
-                    grp.second.first.insert(v.rank);
-                    merged = true;
-                    break;
-                }
-            if (merged) continue;
-            json::Value children = json::Value::make_object();
-            for (auto &ts : sets) children.set(g.types.name(ts.first), json::Value::make_string(ts.second));
-            groups.push_back({sig, {{v.rank}, children}});
+            sig += '}';
+            auto grp = std::find_if(groups.begin(), groups.end(), [&](const Group &x) { return x.sig == sig; });
+            if (grp != groups.end())
+                grp->ranks.insert(v.rank);
+            else
+                groups.push_back(Group{sig, {v.rank}});
         }
     }
-    json::Value arr = json::Value::make_array();
-    for (auto &grp : groups) {
-        json::Value o = json::Value::make_object();
-        o.set("rank", json::Value::make_string(format_idset(grp.second.first)));
-        o.set("children", grp.second.second);
-        arr.push(o);
+    out += '[';
+    for (size_t k = 0; k < groups.size(); ++k) {
+        if (k) out += ", ";
+        out += "{\"rank\": ";
+        json::dump_string(out, format_idset(groups[k].ranks));
+        out += ", \"children\": ";
+        out += groups[k].sig;
+        out += '}';
     }
-    return arr;
+    out += ']';
 }
 
-json::Value rv1_value(const Graph &g, const Emission &em, bool sched) {
-    std::vector<std::string> nodelist;
-    json::Value exec = json::Value::make_object();
-    exec.set("R_lite", rlite_value(g, em, nodelist));
-    json::Value nl = json::Value::make_array();
+void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched) {
+    out += "{\"version\": 1, \"execution\": {\"R_lite\": ";
+    append_rlite(out, g, em);
     // Node names in rank order, compressed as a host list.
     std::vector<std::pair<int64_t, std::string>> ranked;
     for (const auto &ev : em.vertices) {
@@ -152,26 +153,25 @@ json::Value rv1_value(const Graph &g, const Emission &em, bool sched) {
         if (v.type == g.types.node || v.type == g.types.storage_node) ranked.emplace_back(v.rank, std::string(v.name));
     }
     std::stable_sort(ranked.begin(), ranked.end());
-    std::vector<std::string> names;
-    for (auto &r : ranked) names.push_back(r.second);
-    if (!names.empty()) nl.push(json::Value::make_string(compress_hostlist(names)));
-    exec.set("nodelist", nl);
-    exec.set("starttime", json::Value::make_int(em.starttime));
-    exec.set("expiration", json::Value::make_int(em.expiration));
-    json::Value doc = json::Value::make_object();
-    doc.set("version", json::Value::make_int(1));
-    doc.set("execution", exec);
-    if (sched) doc.set("scheduling", jgf_value(g, em));
-    if (!em.queue.empty()) {
-        json::Value q = json::Value::make_object();
-        q.set("queue", json::Value::make_string(em.queue));
-        json::Value s = json::Value::make_object();
-        s.set("scheduler", q);
-        json::Value sys = json::Value::make_object();
-        sys.set("system", s);
-        doc.set("attributes", sys);
+    out += ", \"nodelist\": [";
+    if (!ranked.empty()) {
+        std::vector<std::string> names;
+        names.reserve(ranked.size());
+        for (auto &r : ranked) names.push_back(std::move(r.second));
+        json::dump_string(out, compress_hostlist(names));
     }
-    return doc;
+    out += "], \"starttime\": " + std::to_string(em.starttime) +
+           ", \"expiration\": " + std::to_string(em.expiration) + '}';
+    if (sched) {
+        out += ", \"scheduling\": ";
+        out += json::dump(jgf_value(g, em));
+    }
+    if (!em.queue.empty()) {
+        out += ", \"attributes\": {\"system\": {\"scheduler\": {\"queue\": ";
+        json::dump_string(out, em.queue);
+        out += "}}}";
+    }
+    out += '}';
 }
 
 }  // namespace
@@ -186,14 +186,16 @@ std::string write_r(const Graph &g, const Emission &em, const std::string &forma
     if (format == "pretty_simple") return write_simple(g, em, true);
     if (em.vertices.empty()) return "";
     if (format == "jgf") return json::dump(jgf_value(g, em)) + "\n";
+    std::string out;
     if (format == "rlite") {
-        std::vector<std::string> nl;
-        return json::dump(rlite_value(g, em, nl)) + "\n";
+        append_rlite(out, g, em);
+    } else if (format == "rv1" || format == "rv1_nosched") {
+        append_rv1(out, g, em, format == "rv1");
+    } else {
+        throw InputError("unknown match format '" + format +
+                         "' (known: simple, pretty_simple, jgf, rlite, rv1, rv1_nosched)");
     }
-    if (format == "rv1") return json::dump(rv1_value(g, em, true)) + "\n";
-    if (format == "rv1_nosched") return json::dump(rv1_value(g, em, false)) + "\n";
-    throw InputError("unknown match format '" + format +
-                     "' (known: simple, pretty_simple, jgf, rlite, rv1, rv1_nosched)");
+    return out + "\n";
 }
 
 }  // namespace fluxion
