@@ -1,7 +1,9 @@
 #include "writers.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string_view>
 
 #include "errors.hpp"
 #include "jobspec.hpp"
@@ -31,69 +33,89 @@ std::string write_simple(const Graph &g, const Emission &em, bool pretty) {
     return out;
 }
 
-json::Value jgf_value(const Graph &g, const Emission &em) {
-    json::Value nodes = json::Value::make_array();
+// The writers below emit JSON straight into the output, with json::dump's
+// spacing (", " and ": "), rather than building a json::Value tree first: a
+// small match's R is otherwise a good part of its cost.
+void append_key(std::string &out, std::string_view key, bool first = false) {
+    if (!first) out += ", ";
+    json::dump_string(out, key);
+    out += ": ";
+}
+
+void append_string_map(std::string &out, const std::map<std::string, std::string> &m) {
+    out += '{';
+    bool first = true;
+    for (const auto &kv : m) {
+        append_key(out, kv.first, first);
+        first = false;
+        json::dump_string(out, kv.second);
+    }
+    out += '}';
+}
+
+void append_jgf(std::string &out, const Graph &g, const Emission &em) {
+    out += "{\"graph\": {\"nodes\": [";
+    bool first = true;
     for (const auto &ev : em.vertices) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
         const std::string &tname = g.types.name(v.type);
-        json::Value md = json::Value::make_object();
-        md.set("type", json::Value::make_string(tname));
-        if (v.basename != tname) md.set("basename", json::Value::make_string(std::string(v.basename)));
-        if (v.name != std::string(v.basename) + std::to_string(v.id))
-            md.set("name", json::Value::make_string(std::string(v.name)));
-        md.set("id", json::Value::make_int(v.id));
-        md.set("rank", json::Value::make_int(v.rank));
+        if (!first) out += ", ";
+        first = false;
+        out += "{\"id\": \"" + std::to_string(v.uniq_id) + "\", \"metadata\": {";
+        append_key(out, "type", true);
+        json::dump_string(out, tname);
+        if (v.basename != tname) {
+            append_key(out, "basename");
+            json::dump_string(out, v.basename);
+        }
+        if (v.name != std::string(v.basename) + std::to_string(v.id)) {
+            append_key(out, "name");
+            json::dump_string(out, v.name);
+        }
+        out += ", \"id\": " + std::to_string(v.id) + ", \"rank\": " + std::to_string(v.rank);
         if (!v.properties.empty()) {
-            json::Value p = json::Value::make_object();
-            for (const auto &kv : v.properties) p.set(kv.first, json::Value::make_string(kv.second));
-            md.set("properties", p);
+            append_key(out, "properties");
+            append_string_map(out, v.properties.get());
         }
         // No "unit": flux-sched's JGF reader drops it, so its R never carries one.
-        if (ev.exclusive) md.set("exclusive", json::Value::make_bool(true));
-        if (ev.needs != 1) md.set("size", json::Value::make_int(ev.needs));
-        json::Value paths = json::Value::make_object();
+        if (ev.exclusive) out += ", \"exclusive\": true";
+        if (ev.needs != 1) out += ", \"size\": " + std::to_string(ev.needs);
+        out += ", \"paths\": {";
+        bool first_path = true;
         for (const std::string &ss : g.subsystems)
-            if (std::string_view p = g.path_in(ev.vertex, ss); !p.empty())
-                paths.set(ss, json::Value::make_string(std::string(p)));
-        md.set("paths", paths);
+            if (std::string_view p = g.path_in(ev.vertex, ss); !p.empty()) {
+                append_key(out, ss, first_path);
+                first_path = false;
+                json::dump_string(out, p);
+            }
+        out += '}';
         auto af = em.agfilter.find(ev.vertex);
         if (af != em.agfilter.end()) {
-            json::Value a = json::Value::make_object();
-            for (const auto &kv : af->second) a.set(kv.first, json::Value::make_string(kv.second));
-            md.set("agfilter", a);
+            append_key(out, "agfilter");
+            append_string_map(out, af->second);
         }
-        json::Value n = json::Value::make_object();
-        n.set("id", json::Value::make_string(std::to_string(v.uniq_id)));
-        n.set("metadata", md);
-        nodes.push(n);
+        out += "}}";
     }
-    json::Value edges = json::Value::make_array();
+    out += "], \"edges\": [";
+    first = true;
     for (int e : em.edges) {
         const Edge &ed = g.edges[static_cast<size_t>(e)];
-        json::Value o = json::Value::make_object();
-        o.set("source", json::Value::make_string(
-                            std::to_string(g.vertices[static_cast<size_t>(ed.source)].uniq_id)));
-        o.set("target", json::Value::make_string(
-                            std::to_string(g.vertices[static_cast<size_t>(ed.target)].uniq_id)));
+        if (!first) out += ", ";
+        first = false;
+        out += "{\"source\": \"" + std::to_string(g.vertices[static_cast<size_t>(ed.source)].uniq_id) +
+               "\", \"target\": \"" + std::to_string(g.vertices[static_cast<size_t>(ed.target)].uniq_id) + '"';
         if (g.subsystem() != "containment") {
-            json::Value m = json::Value::make_object();
-            m.set("subsystem", json::Value::make_string(g.subsystem()));
-            o.set("metadata", m);
+            out += ", \"metadata\": {\"subsystem\": ";
+            json::dump_string(out, g.subsystem());
+            out += '}';
         }
-        edges.push(o);
+        out += '}';
     }
-    json::Value graph = json::Value::make_object();
-    graph.set("nodes", nodes);
-    graph.set("edges", edges);
-    json::Value doc = json::Value::make_object();
-    doc.set("graph", graph);
-    return doc;
+    out += "]}}";
 }
 
 // R_lite: core and gpu ids gathered per node (and storage node), nodes with
-// the same children merged into one rank set. Written straight into the
-// output (json::dump's spacing) rather than through a json::Value tree: a
-// small match's R is otherwise a good part of its cost.
+// the same children merged into one rank set.
 void append_rlite(std::string &out, const Graph &g, const Emission &em) {
     // Reducer types in type order, each with its ids since the last node
     // (sorted and deduplicated there).
@@ -164,7 +186,7 @@ void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched
            ", \"expiration\": " + std::to_string(em.expiration) + '}';
     if (sched) {
         out += ", \"scheduling\": ";
-        out += json::dump(jgf_value(g, em));
+        append_jgf(out, g, em);
     }
     if (!em.queue.empty()) {
         out += ", \"attributes\": {\"system\": {\"scheduler\": {\"queue\": ";
@@ -185,9 +207,10 @@ std::string write_r(const Graph &g, const Emission &em, const std::string &forma
     if (format == "simple") return write_simple(g, em, false);
     if (format == "pretty_simple") return write_simple(g, em, true);
     if (em.vertices.empty()) return "";
-    if (format == "jgf") return json::dump(jgf_value(g, em)) + "\n";
     std::string out;
-    if (format == "rlite") {
+    if (format == "jgf") {
+        append_jgf(out, g, em);
+    } else if (format == "rlite") {
         append_rlite(out, g, em);
     } else if (format == "rv1" || format == "rv1_nosched") {
         append_rv1(out, g, em, format == "rv1");
