@@ -13,18 +13,19 @@ namespace fluxion {
 
 namespace {
 
-std::string prefix(int level) {
-    std::string p = "      ";
-    for (int i = 0; i < level; ++i) p += "---";
-    return p;
-}
-
 std::string write_simple(const Graph &g, const Emission &em, bool pretty) {
     std::string out;
+    out.reserve(em.vertices.size() * 32);
     auto line = [&](const EmittedVertex &ev) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
-        out += prefix(ev.level) + std::string(v.name) + "[" + std::to_string(ev.needs) + ":" +
-               (pretty ? (ev.exclusive ? "exclusive" : "shared") : (ev.exclusive ? "x" : "s")) + "]\n";
+        out += "      ";
+        for (int i = 0; i < ev.level; ++i) out += "---";
+        out += v.name;
+        out += '[';
+        out += std::to_string(ev.needs);
+        out += ':';
+        out += pretty ? (ev.exclusive ? "exclusive" : "shared") : (ev.exclusive ? "x" : "s");
+        out += "]\n";
     };
     if (pretty)
         for (auto it = em.vertices.rbegin(); it != em.vertices.rend(); ++it) line(*it);
