@@ -44,7 +44,9 @@ class ExtenderArgs(msgspec.Struct):
 
     @property
     def has_node_names(self) -> bool:
-        return bytes(self.node_names).strip() != b"null"
+        raw = self.node_names
+        # Only a short value can be null; a list of names is not copied to find out.
+        return len(raw) > 16 or bytes(raw).strip() != b"null"
 
     def candidates(self) -> Candidates:
         """Node names offered, whichever form (names or full nodes) the scheduler sent."""
