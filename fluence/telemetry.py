@@ -5,7 +5,7 @@
   mounts :func:`metrics_app` at ``/metrics``.
 - Traces use the OpenTelemetry SDK when the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``
   (or ``..._TRACES_ENDPOINT``) variable is set, and are exported over OTLP/HTTP; without
-  it the API's no-op tracer stays, so nothing is recorded or sent by default.
+  it a span is a shared no-op (:class:`Tracer`), so nothing is recorded or sent by default.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def setup(service: str, *, level: str | None = None) -> None:
     )
     if traces_exported():
         # Without somewhere to send them, recorded spans would only cost CPU on every
-        # request; the API's default no-op tracer is left in place instead.
+        # request; Tracer hands out its shared no-op span instead.
         tracer_provider = TracerProvider(resource=resource)
         # The exporter reads the other standard OTEL_EXPORTER_OTLP_* variables itself.
         tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
