@@ -7,6 +7,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "errors.hpp"
@@ -93,11 +94,17 @@ std::string usage_of(const Matcher &m) {
     return out;
 }
 
-void run_twin(const std::string &policy, unsigned seed, int steps) {
-    std::string g = rack_graph(2, 4, 4, 1);
+// The same options twice: with the shortcuts, and without them.
+std::pair<MatcherOptions, MatcherOptions> with_and_without(const std::string &policy) {
     MatcherOptions on{policy, "ALL:core,ALL:node", "jgf", {}};
     MatcherOptions off = on;
     off.shortcuts = false;
+    return {on, off};
+}
+
+void run_twin(const std::string &policy, unsigned seed, int steps) {
+    std::string g = rack_graph(2, 4, 4, 1);
+    auto [on, off] = with_and_without(policy);
     Matcher a(g, on), b(g, off);
     std::mt19937 rng(seed);
     std::vector<int64_t> live;
@@ -158,9 +165,7 @@ TEST(Shortcuts, SameAnswersWithoutThem) {
 
 TEST(Shortcuts, PartialCancelAndReplaySeeTheWholeHold) {
     std::string g = rack_graph(1, 2, 4, 1);
-    MatcherOptions on{"first", "ALL:core,ALL:node", "jgf", {}};
-    MatcherOptions off = on;
-    off.shortcuts = false;
+    auto [on, off] = with_and_without("first");
     Matcher a(g, on), b(g, off);
     std::string js = spec(shapes()[0], 60);
     MatchResult ra = a.match(js, "allocate"), rb = b.match(js, "allocate");
@@ -293,9 +298,7 @@ namespace {
 void run_twin_wide(const std::string &policy, unsigned seed, int steps) {
     const int nodes = 300;
     std::string g = rack_graph(1, nodes, 2, 1);
-    MatcherOptions on{policy, "ALL:core,ALL:node", "jgf", {}};
-    MatcherOptions off = on;
-    off.shortcuts = false;
+    auto [on, off] = with_and_without(policy);
     Matcher a(g, on), b(g, off);
     std::mt19937 rng(seed);
     std::vector<int64_t> live;
