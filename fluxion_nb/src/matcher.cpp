@@ -62,6 +62,12 @@ int Matcher::vertex_at(const std::string &path) const {
     return v;
 }
 
+int Matcher::enclosing_node(int v) const {
+    for (int p = v; p >= 0; p = g_->parent(p))
+        if (g_->vertices[static_cast<size_t>(p)].type == g_->types.node) return p;
+    return -1;
+}
+
 std::vector<AllocatedVertex> Matcher::describe(const std::vector<EmittedVertex> &emitted) const {
     std::lock_guard<std::mutex> lk(mu_);
     std::vector<AllocatedVertex> out;
@@ -71,11 +77,8 @@ std::vector<AllocatedVertex> Matcher::describe(const std::vector<EmittedVertex> 
             throw InputError("describe: no vertex " + std::to_string(ev.vertex));
         const Vertex &v = g_->vertices[static_cast<size_t>(ev.vertex)];
         AllocatedVertex a{std::string(g_->some_path(ev.vertex)), g_->types.name(v.type), std::string(v.name), v.id, v.rank, ev.needs, ev.exclusive, "", v.properties.get()};
-        for (int p = ev.vertex; p >= 0; p = g_->parent(p))
-            if (g_->vertices[static_cast<size_t>(p)].type == g_->types.node) {
-                a.node = std::string(g_->vertices[static_cast<size_t>(p)].name);
-                break;
-            }
+        if (int node = enclosing_node(ev.vertex); node >= 0)
+            a.node = std::string(g_->vertices[static_cast<size_t>(node)].name);
         out.push_back(std::move(a));
     }
     return out;
@@ -90,12 +93,7 @@ Matcher::NodeHoldings Matcher::held_by_node(const std::vector<EmittedVertex> &em
             throw InputError("held_by_node: no vertex " + std::to_string(ev.vertex));
         const Vertex &v = g_->vertices[static_cast<size_t>(ev.vertex)];
         if (!ev.exclusive || v.type == g_->types.node) continue;
-        int node = -1;
-        for (int p = g_->parent(ev.vertex); p >= 0; p = g_->parent(p))
-            if (g_->vertices[static_cast<size_t>(p)].type == g_->types.node) {
-                node = p;
-                break;
-            }
+        int node = enclosing_node(ev.vertex);
         if (node < 0) continue;
         auto [it, fresh] = slot_of.emplace(node, out.size());
         if (fresh)

@@ -174,6 +174,8 @@ class Matcher {
     Jobspec &parse_cached(const std::string &jobspec_json);
 
     int vertex_at(const std::string &path) const;
+    // The vertex itself or its nearest ancestor of type node; -1 when none.
+    int enclosing_node(int v) const;
     // Throws unless `jobid` is free and [at, at + duration) lies in the graph's span.
     void check_new_job(int64_t jobid, int64_t at, int64_t duration, const char *op) const;
     std::map<int, std::pair<int64_t, bool>> read_r_amounts(const std::string &R) const;

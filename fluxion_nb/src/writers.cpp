@@ -117,7 +117,10 @@ void append_jgf(std::string &out, const Graph &g, const Emission &em) {
 
 // R_lite: core and gpu ids gathered per node (and storage node), nodes with
 // the same children merged into one rank set.
-void append_rlite(std::string &out, const Graph &g, const Emission &em) {
+// `nodes`, when given, gets every node (and storage node) as (rank, name) in
+// emission order, for rv1's node list.
+void append_rlite(std::string &out, const Graph &g, const Emission &em,
+                  std::vector<std::pair<int64_t, std::string>> *nodes = nullptr) {
     // Reducer types in type order, each with its ids since the last node
     // (sorted and deduplicated there).
     std::pair<int, std::vector<int64_t>> pending[2] = {{std::min(g.types.core, g.types.gpu), {}},
@@ -133,6 +136,7 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em) {
         if (v.type == pending[0].first || v.type == pending[1].first) {
             pending[v.type == pending[0].first ? 0 : 1].second.push_back(v.id);
         } else if (v.type == g.types.node || v.type == g.types.storage_node) {
+            if (nodes) nodes->emplace_back(v.rank, std::string(v.name));
             sig.clear();
             sig += '{';
             for (auto &kv : pending) {
@@ -168,13 +172,9 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em) {
 
 void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched) {
     out += "{\"version\": 1, \"execution\": {\"R_lite\": ";
-    append_rlite(out, g, em);
-    // Node names in rank order, compressed as a host list.
     std::vector<std::pair<int64_t, std::string>> ranked;
-    for (const auto &ev : em.vertices) {
-        const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
-        if (v.type == g.types.node || v.type == g.types.storage_node) ranked.emplace_back(v.rank, std::string(v.name));
-    }
+    append_rlite(out, g, em, &ranked);
+    // Node names in rank order, compressed as a host list.
     std::stable_sort(ranked.begin(), ranked.end());
     out += ", \"nodelist\": [";
     if (!ranked.empty()) {
