@@ -89,5 +89,12 @@ class Matcher:
     def traversal_counts(self) -> tuple[int, int]: ...
 
 def policies() -> list[str]: ...
+def yaml_to_json(text: str) -> str | None:
+    """The YAML (or JSON) document as compact JSON, read by the core's fast reader.
+
+    None when the text lies outside the subset that reader handles (see
+    src/yaml_subset.hpp) or is not valid YAML: read it with PyYAML then. An
+    accepted text gives what ``json.dumps(yaml.safe_load(text))`` would parse to.
+    """
 
 DUPLICATE_ROOT_ERROR: str

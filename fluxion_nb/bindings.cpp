@@ -11,6 +11,7 @@
 #include "errors.hpp"
 #include "matcher.hpp"
 #include "policy.hpp"
+#include "yaml_subset.hpp"
 
 namespace nb = nanobind;
 using namespace fluxion;
@@ -151,6 +152,21 @@ NB_MODULE(_core, m) {
         .def_prop_rw("match_format", &Matcher::match_format, &Matcher::set_match_format);
 
     m.def("policies", &Policy::names);
+    m.def(
+        "yaml_to_json",
+        [](nb::str text) -> std::optional<std::string> {
+            Py_ssize_t n = 0;
+            const char *p = PyUnicode_AsUTF8AndSize(text.ptr(), &n);
+            if (!p) {
+                // Lone surrogates have no UTF-8 form; the full YAML parser reports them.
+                PyErr_Clear();
+                return std::nullopt;
+            }
+            std::string out;
+            if (!yaml_subset_to_json(std::string_view(p, static_cast<size_t>(n)), out)) return std::nullopt;
+            return out;
+        },
+        nb::arg("text"));
     // How the reader's error for a JGF bringing a second root begins.
     m.attr("DUPLICATE_ROOT_ERROR") = kDuplicateRoot;
 }

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from fluxion_nb import _core
 from fluxion_nb.errors import InputError
 
 JobspecLike = str | bytes | Mapping[str, Any] | Path
@@ -32,6 +33,11 @@ def to_json(jobspec: JobspecLike) -> str:
 # more than a whole match, so the canonical JSON of recent texts is kept.
 @lru_cache(maxsize=256)
 def _text_to_json(jobspec: str) -> str:
+    # The core reads the plain YAML jobspecs are written in (and JSON) in a few
+    # microseconds, PyYAML in hundreds; what the core declines, PyYAML reads or rejects.
+    fast = _core.yaml_to_json(jobspec)
+    if fast is not None and fast.startswith("{"):
+        return fast
     try:
         doc = yaml.load(jobspec, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:

@@ -3,7 +3,7 @@
     python make_corpus.py OUT_DIR [FIXTURES_DIR]
 
 FIXTURES_DIR is a flux-sched style ``data/resource`` tree (``jgfs/*.json``,
-``jobspecs/**/*.yaml``). Writes OUT_DIR/{json,jgf,jobspec,update}/: small JGFs,
+``jobspecs/**/*.yaml``). Writes OUT_DIR/{json,jgf,jobspec,update,yaml}/: small JGFs,
 the jobspecs converted to JSON, R documents (jgf and rv1) obtained by
 matching those jobspecs against the fixed graph of the targets (when the
 fluxion_nb module is importable), and regressions/<target>-*.
@@ -34,6 +34,7 @@ def main() -> int:
     small = (HERE / "small_graph.json").read_text()
     jgfs = [small]
     jobspecs: list[str] = []
+    yaml_texts: list[str] = []
     for p in sorted((HERE / "seeds").glob("*.json")):
         jobspecs.append(p.read_text())
     if fixtures and fixtures.is_dir():
@@ -41,6 +42,7 @@ def main() -> int:
             if p.stat().st_size <= MAX_JGF:
                 jgfs.append(p.read_text())
         for p in sorted((fixtures / "jobspecs").rglob("*.yaml")):
+            yaml_texts.append(p.read_text())
             try:
                 doc = yaml.safe_load(p.read_text())
             except yaml.YAMLError:
@@ -53,6 +55,9 @@ def main() -> int:
     for t in jobspecs:
         put(out / "jobspec", t)
         put(out / "json", t)
+        put(out / "yaml", t)
+    for t in yaml_texts:
+        put(out / "yaml", t)
     n_r = 0
     try:
         from fluxion_nb.graph import Graph, MatchFormat
@@ -74,7 +79,7 @@ def main() -> int:
     # Known-bad inputs stay in every run, so a fixed bug cannot come back.
     for p in sorted((HERE / "regressions").glob("*-*")):
         put(out / p.name.split("-", 1)[0], p.read_bytes())
-    for name in ("json", "jgf", "jobspec", "update"):
+    for name in ("json", "jgf", "jobspec", "update", "yaml"):
         (out / name).mkdir(parents=True, exist_ok=True)
     print(f"seeds: {len(jgfs)} jgf, {len(jobspecs)} jobspec, {n_r} R -> {out}")
     return 0

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Run the libFuzzer targets built in BUILD (default build/fuzz) for SECONDS
 # each (default 60), one worker each (-jobs=1), one after the other.
-#   run.sh [SECONDS] [TARGET...]     TARGET: json jgf jobspec update (default all)
+#   run.sh [SECONDS] [TARGET...]     TARGET: json jgf jobspec update yaml (default all)
 # Corpora are read and grown under BUILD/corpus/<target> (make_corpus.py seeds
 # them); findings go to BUILD/artifacts/<target>/, logs to BUILD/run/<target>/.
 # Exits 1 if any target crashed, leaked, timed out or ran out of memory.
 set -u
 SECONDS_EACH=${1:-60}
 shift || true
-TARGETS=${*:-json jgf jobspec update}
+TARGETS=${*:-json jgf jobspec update yaml}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${BUILD:-build/fuzz}" && pwd)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1}
