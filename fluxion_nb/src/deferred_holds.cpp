@@ -20,40 +20,69 @@ bool Traverser::defers_below(int u, bool mod, const JobMeta &m, bool full) const
            (m.alloc_type == AllocType::Alloc || m.alloc_type == AllocType::AllocOrReserve);
 }
 
-// The emission upd_dfv produces below a vertex held whole, without touching
-// any vertex's scheduling state. `sums` adds up sizes per type (pruning types
-// are picked out by the caller).
-void Traverser::shadow_upd(int u, Emission &out, std::vector<int64_t> &sums, std::vector<char> &seen) {
-    level_++;
-    mark(u);
-    for (int e : V(u).out_edges) {
-        int tgt = E(e).target;
-        if (visited(tgt)) continue;
-        shadow_upd(tgt, out, sums, seen);
-        out.edges.push_back(e);
+// The dominant tree in post-order: the order in which the update walk would
+// emit a subtree (children before parents, each vertex's parent edge beside
+// it). The vertices below any vertex then form one run of it, so a node held
+// whole is emitted by reading that run instead of walking its subtree.
+void Traverser::build_shadow_order() {
+    shadow_order_.clear();
+    shadow_first_.assign(g_.vertices.size(), 0);
+    shadow_pos_.assign(g_.vertices.size(), -1);
+    shadow_valid_ = true;
+    if (g_.root < 0 || shared_) return;
+    shadow_order_.reserve(g_.vertices.size());
+    struct Frame {
+        int vertex, edge, depth;
+        size_t next;  // index of the next out-edge to follow
+    };
+    std::vector<Frame> stack{{g_.root, -1, 0, 0}};
+    shadow_pos_[static_cast<size_t>(g_.root)] = -2;
+    while (!stack.empty()) {
+        Frame &f = stack.back();
+        const std::vector<int> &outs = V(f.vertex).out_edges;
+        if (f.next < outs.size()) {
+            int e = outs[f.next++];
+            int tgt = E(e).target;
+            if (shadow_pos_[static_cast<size_t>(tgt)] != -1) continue;  // reached before (not a tree)
+            shadow_pos_[static_cast<size_t>(tgt)] = -2;                   // on the way
+            shadow_first_[static_cast<size_t>(tgt)] = static_cast<int>(shadow_order_.size());
+            stack.push_back(Frame{tgt, e, f.depth + 1, 0});
+            continue;
+        }
+        shadow_pos_[static_cast<size_t>(f.vertex)] = static_cast<int>(shadow_order_.size());
+        shadow_order_.push_back(ShadowEntry{f.vertex, f.edge, f.depth});
+        stack.pop_back();
     }
-    const Vertex &x = V(u);
-    sums[static_cast<size_t>(x.type)] += x.size;
-    seen[static_cast<size_t>(x.type)] = 1;
-    out.vertices.push_back(EmittedVertex{u, x.size, true, level_});
-    level_--;
 }
 
 int Traverser::defer_below(int u, Emission &out, const JobMeta &m, std::map<int, int64_t> &dfu) {
+    if (!shadow_valid_) build_shadow_order();
+    const size_t first = static_cast<size_t>(shadow_first_[static_cast<size_t>(u)]);
+    const int pos = shadow_pos_[static_cast<size_t>(u)];
+    if (pos < 0) return 0;  // not below the root: no walk gets here
+    const size_t last = static_cast<size_t>(pos);
     // Each vertex below is allocated whole, so what reaches u's aggregate is
     // the sum of their sizes per pruning type.
-    std::vector<int64_t> sums(g_.types.size(), 0);
-    std::vector<char> seen(g_.types.size(), 0);
-    int n = 0;
-    for (int e : V(u).out_edges) {
-        int tgt = E(e).target;
-        if (visited(tgt)) continue;
-        shadow_upd(tgt, out, sums, seen);
-        out.edges.push_back(e);
-        n++;
+    shadow_sums_.assign(g_.types.size(), 0);
+    shadow_seen_.assign(g_.types.size(), 0);
+    auto room = [](auto &v, size_t more) {
+        if (v.capacity() < v.size() + more) v.reserve(std::max(v.size() + more, 2 * v.capacity()));
+    };
+    room(out.vertices, last - first);
+    room(out.edges, last - first);
+    const int base = level_ - shadow_order_[last].depth;
+    for (size_t i = first; i < last; ++i) {
+        const ShadowEntry &s = shadow_order_[i];
+        mark(s.vertex);
+        const Vertex &x = V(s.vertex);
+        shadow_sums_[static_cast<size_t>(x.type)] += x.size;
+        shadow_seen_[static_cast<size_t>(x.type)] = 1;
+        out.vertices.push_back(EmittedVertex{s.vertex, x.size, true, base + s.depth});
+        out.edges.push_back(s.edge);
     }
-    for (size_t t = 0; t < sums.size(); ++t)
-        if (seen[t]) accum_if(static_cast<int>(t), sums[t], dfu);
+    for (size_t t = 0; t < shadow_sums_.size(); ++t)
+        if (shadow_seen_[t]) accum_if(static_cast<int>(t), shadow_sums_[t], dfu);
+    int n = static_cast<int>(V(u).out_edges.size());
     if (n > 0) {
         DeferredHold h{m, policy_.stop_on_1};
         h.m.constraint = nullptr;  // not needed to update, and may not outlive the match

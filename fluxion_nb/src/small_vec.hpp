@@ -49,6 +49,13 @@ class SmallVec {
     T &back() { return data_[size_ - 1]; }
 
     void clear() { size_ = 0; }
+    void assign(const T *first, const T *last) {
+        size_t n = static_cast<size_t>(last - first);
+        size_ = 0;
+        grow(n);
+        if (n) std::memcpy(static_cast<void *>(data_), first, n * sizeof(T));
+        size_ = n;
+    }
     void push_back(const T &v) { insert(end(), v); }
     T *insert(T *pos, const T &v) {
         size_t i = static_cast<size_t>(pos - data_);

@@ -34,6 +34,10 @@ struct ShareTally {
         }
     }
 };
+struct TypeTally {
+    int type;
+    ShareTally tally;
+};
 }  // namespace
 
 Traverser::Traverser(Graph &g, Policy p, const std::string &prune_spec) : g_(g), policy_(std::move(p)) {
@@ -77,14 +81,15 @@ std::vector<int> Traverser::my_pruning_types(int anchor) const {
     return out;
 }
 
-std::vector<int64_t> Traverser::relevant_counts(const PlannerMulti &p,
-                                                const std::map<int, int64_t> &m) const {
-    std::vector<int64_t> out(p.size(), 0);
-    for (size_t i = 0; i < p.size(); ++i) {
-        auto it = m.find(p.type_at(i));
-        if (it != m.end()) out[i] = it->second;
-    }
-    return out;
+int64_t Traverser::count_of(const std::map<int, int64_t> &m, int type) {
+    auto it = m.find(type);
+    return it != m.end() ? it->second : 0;
+}
+
+const std::vector<int64_t> &Traverser::relevant_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) {
+    counts_.resize(p.size());
+    for (size_t i = 0; i < p.size(); ++i) counts_[i] = count_of(m, p.type_at(i));
+    return counts_;
 }
 
 void Traverser::prime_filter(int u, std::map<int, int64_t> &to_parent) {
@@ -137,6 +142,8 @@ void Traverser::initialize() {
     // The shortcuts reason about trees: a vertex with several parents (shared
     // storage) is counted and visited under whichever comes first.
     shared_ = g_.has_shared_children();
+    shadow_valid_ = false;
+    if (defer_) build_shadow_order();  // off the match's clock
     size_memos();
     ++epoch_;
     if (g_.root < 0) return;
@@ -259,15 +266,15 @@ bool Traverser::by_subplan(const JobMeta &m, int u, const Resource &r) {
     Vertex &x = V(u);
     if (!x.subplan) return true;
     if (r.user_data.empty()) return true;
-    std::vector<int64_t> aggs = relevant_counts(*x.subplan, r.user_data);
-    for (size_t i = 0; i < aggs.size(); ++i) {
+    for (size_t i = 0; i < x.subplan->size(); ++i) {
         const Planner &p = x.subplan->at(i);
-        if (aggs[i] > p.total()) {
+        int64_t agg = count_of(r.user_data, x.subplan->type_at(i));
+        if (agg > p.total()) {
             errno_ = MatchErr::Range;
             return false;
         }
         if (m.alloc_type == AllocType::Satisfiability) continue;  // totals only
-        if (!p.fits_during(m.at, m.duration, aggs[i])) {
+        if (!p.fits_during(m.at, m.duration, agg)) {
             errno_ = MatchErr::Busy;
             return false;
         }
@@ -293,13 +300,10 @@ bool Traverser::by_hidden(const JobMeta &m, const PlannerMulti &p, const Resourc
     return true;
 }
 
-std::vector<int64_t> Traverser::hidden_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) const {
-    std::vector<int64_t> out(p.hidden_size(), 0);
-    for (size_t j = 0; j < p.hidden_size(); ++j) {
-        auto it = m.find(p.hidden_type_at(j));
-        if (it != m.end()) out[j] = it->second;
-    }
-    return out;
+const std::vector<int64_t> &Traverser::hidden_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) {
+    hidden_counts_.resize(p.hidden_size());
+    for (size_t j = 0; j < p.hidden_size(); ++j) hidden_counts_[j] = count_of(m, p.hidden_type_at(j));
+    return hidden_counts_;
 }
 
 // Hidden aggregates may only skip subtrees whose walk would have found
@@ -506,16 +510,28 @@ int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs,
         }
         return rc2;
     }
-    std::set<int> sat_types;
-    std::map<int, ShareTally> tallies;
-    for (const auto &r : rs) tallies[r.type].per_share = effective_max(r);
+    // A type or two per request: flat lists, no allocation per visit.
+    SmallVec<int, 4> sat_types;
+    SmallVec<TypeTally, 4> tallies;
+    auto tally_of = [&tallies](int type) -> ShareTally & {
+        for (TypeTally &t : tallies)
+            if (t.type == type) return t.tally;
+        tallies.push_back(TypeTally{type, {}});
+        return tallies.back().tally;
+    };
+    auto satisfied = [&sat_types](int type) {
+        return std::find(sat_types.begin(), sat_types.end(), type) != sat_types.end();
+    };
+    for (const auto &r : rs) tally_of(r.type).per_share = effective_max(r);
     // Iterate over a copy: a weight update cannot happen during select, but
     // the order must be the one in force when the walk starts.
-    const std::vector<int> order = V(u).by_outedges;
+    SmallVec<int, 64> order;
+    const std::vector<int> &now = V(u).by_outedges;
+    order.assign(now.data(), now.data() + now.size());
     for (int e : order) {
         int tgt = E(e).target;
         if (visited(tgt)) continue;
-        if (sat_types.count(type_of(tgt))) continue;
+        if (satisfied(type_of(tgt))) continue;
         bool x_inout = *excl;
         if (dom_dfv(m, tgt, rs, pristine, &x_inout, dfu) == 0) {
             unsigned count = dfu.avail;
@@ -525,24 +541,25 @@ int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs,
             g.exclusive = x_inout;
             g.edges.push_back(EvalEdge{count, count, static_cast<unsigned>(x_inout), e});
             dfu.add(type_of(tgt), std::move(g));
-            for (auto &kv : tallies) {
-                unsigned total = dfu.total_count(kv.first);
-                if (total <= kv.second.prev_total) continue;
-                unsigned delta = total - kv.second.prev_total;
-                kv.second.prev_total = total;
-                if (kv.second.per_share > 0 && partial_share_type(kv.first)) {
+            for (TypeTally &tt : tallies) {
+                ShareTally &t = tt.tally;
+                unsigned total = dfu.total_count(tt.type);
+                if (total <= t.prev_total) continue;
+                unsigned delta = total - t.prev_total;
+                t.prev_total = total;
+                if (t.per_share > 0 && partial_share_type(tt.type)) {
                     // Partial pools split across shares: count whole shares of units.
-                    kv.second.accum += delta;
-                    kv.second.shares = kv.second.accum / kv.second.per_share;
+                    t.accum += delta;
+                    t.shares = t.accum / t.per_share;
                 } else {
-                    kv.second.add(delta);
+                    t.add(delta);
                 }
             }
             for (const auto &r : rs)
-                if (tallies.at(r.type).satisfies(multiplier)) sat_types.insert(r.type);
+                if (tally_of(r.type).satisfies(multiplier) && !satisfied(r.type)) sat_types.push_back(r.type);
             rc2 = 0;
             bool enough = std::all_of(rs.begin(), rs.end(), [&](const Resource &r) {
-                return tallies.at(r.type).satisfies(multiplier);
+                return tally_of(r.type).satisfies(multiplier);
             });
             if (enough) break;
         }

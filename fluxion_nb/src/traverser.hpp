@@ -193,7 +193,12 @@ class Traverser {
     }
     void prime_filter(int u, std::map<int, int64_t> &to_parent);
     void prime_jobspec(std::vector<Resource> &resources, std::map<int, int64_t> &to_parent);
-    std::vector<int64_t> relevant_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) const;
+    // A request's amount of each of a subtree aggregate's types (0 when not
+    // asked), in the aggregate's order. The result is scratch space, valid
+    // until the next call.
+    static int64_t count_of(const std::map<int, int64_t> &m, int type);
+    const std::vector<int64_t> &relevant_counts(const PlannerMulti &p, const std::map<int, int64_t> &m);
+    std::vector<int64_t> counts_;
 
     unsigned calc_count(const Resource &r, unsigned qc) const;
     unsigned effective_max(const Resource &r) const { return calc_count(r, UINT32_MAX); }
@@ -213,7 +218,8 @@ class Traverser {
     bool shared_ = false;  // some vertex has several parents: no shortcuts
     bool hidden_prune_ = false;  // this match may use the hidden aggregates
     bool by_hidden(const JobMeta &m, const PlannerMulti &p, const Resource &r);
-    std::vector<int64_t> hidden_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) const;
+    const std::vector<int64_t> &hidden_counts(const PlannerMulti &p, const std::map<int, int64_t> &m);
+    std::vector<int64_t> hidden_counts_;
     bool plain_request(const std::vector<Resource> &rs);
     bool prune(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs);
     const std::vector<Resource> &test(int u, const std::vector<Resource> &rs, bool &pristine,
@@ -264,7 +270,19 @@ class Traverser {
     uint64_t settle_epoch_ = uint64_t{1} << 62;                    // marks apart from epoch_'s
     bool defer_ = true;
     bool defers_below(int u, bool mod, const JobMeta &m, bool full) const;
-    void shadow_upd(int u, Emission &out, std::vector<int64_t> &sums, std::vector<char> &seen);
+    // The dominant tree in post-order, for emitting a whole subtree at once.
+    struct ShadowEntry {
+        int vertex;
+        int edge;   // from its parent
+        int depth;  // below the root
+    };
+    std::vector<ShadowEntry> shadow_order_;
+    std::vector<int> shadow_first_;  // per vertex: first entry of its subtree
+    std::vector<int> shadow_pos_;    // per vertex: its own entry (-1: not below the root)
+    bool shadow_valid_ = false;      // rebuilt after any change to the graph's shape
+    std::vector<int64_t> shadow_sums_;
+    std::vector<char> shadow_seen_;
+    void build_shadow_order();
     int defer_below(int u, Emission &out, const JobMeta &m, std::map<int, int64_t> &dfu);
     void materialize(int u);
     void settle_above(int v);

@@ -95,16 +95,17 @@ std::string usage_of(const Matcher &m) {
 }
 
 // The same options twice: with the shortcuts, and without them.
-std::pair<MatcherOptions, MatcherOptions> with_and_without(const std::string &policy) {
-    MatcherOptions on{policy, "ALL:core,ALL:node", "jgf", {}};
+std::pair<MatcherOptions, MatcherOptions> with_and_without(const std::string &policy,
+                                                           const std::string &format = "jgf") {
+    MatcherOptions on{policy, "ALL:core,ALL:node", format, {}};
     MatcherOptions off = on;
     off.shortcuts = false;
     return {on, off};
 }
 
-void run_twin(const std::string &policy, unsigned seed, int steps) {
+void run_twin(const std::string &policy, unsigned seed, int steps, const std::string &format = "jgf") {
     std::string g = rack_graph(2, 4, 4, 1);
-    auto [on, off] = with_and_without(policy);
+    auto [on, off] = with_and_without(policy, format);
     Matcher a(g, on), b(g, off);
     std::mt19937 rng(seed);
     std::vector<int64_t> live;
@@ -161,6 +162,13 @@ void run_twin(const std::string &policy, unsigned seed, int steps) {
 TEST(Shortcuts, SameAnswersWithoutThem) {
     for (const char *policy : {"first", "firstnodex", "low", "high", "lonode", "hinodex", "variation"})
         for (unsigned seed = 1; seed <= 8; ++seed) run_twin(policy, seed, 200);
+}
+
+// pretty_simple indents each vertex by its depth: whole nodes emitted from
+// the tree's post-order must carry the depths the walk would give them.
+TEST(Shortcuts, SameDepthsWithoutThem) {
+    for (const char *policy : {"first", "firstnodex", "lonode"})
+        for (unsigned seed = 1; seed <= 4; ++seed) run_twin(policy, seed, 120, "pretty_simple");
 }
 
 TEST(Shortcuts, PartialCancelAndReplaySeeTheWholeHold) {
