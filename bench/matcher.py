@@ -9,7 +9,7 @@ The baseline numbers are resource-query's, measured on a machine of the same
 kind and kept in the reference notes; each row prints the ratio baseline/ours
 (above 1 means fluence is faster). Usage::
 
-    python bench/matcher.py [--sizes 100,1000,5000] [--quick] [--repeat 3] [--out bench/out]
+    python bench/matcher.py [--sizes 100,1000,5000] [--quick] [--repeat 5] [--out bench/out]
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,1000,5000")
     ap.add_argument("--quick", action="store_true", help="first policy and 100 matches only")
     ap.add_argument(
-        "--repeat", type=int, default=3, help="runs per case (the median run is reported)"
+        "--repeat", type=int, default=5, help="runs per case (the median run is reported)"
     )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     ap.add_argument("--case", nargs=4, help=argparse.SUPPRESS)  # child: graph policy jobspec K

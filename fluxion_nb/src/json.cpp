@@ -182,6 +182,9 @@ class Parser {
         throw InputError("invalid JSON at byte " + std::to_string(p_) + ": " + what);
     }
     void skip_ws() {
+        // Machine-written JSON (every JGF of a big cluster) has no whitespace
+        // between tokens: one test settles it.
+        if (p_ < t_.size() && static_cast<unsigned char>(t_[p_]) > ' ') return;
         while (p_ < t_.size() &&
                (t_[p_] == ' ' || t_[p_] == '\n' || t_[p_] == '\r' || t_[p_] == '\t'))
             ++p_;
