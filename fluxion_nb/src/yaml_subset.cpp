@@ -61,24 +61,6 @@ int hex_value(char c) {
     return -1;
 }
 
-void put_utf8(std::string &out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
-
 // Strict UTF-8 holding only characters YAML accepts in a stream, less tabs,
 // carriage returns, NEL/LS/PS (YAML 1.1 line breaks) and byte order marks:
 // the reader then never meets a character whose meaning the two PyYAML
@@ -659,25 +641,25 @@ class Reader {
                     scratch_ += '\x1B';
                     break;
                 case 'N':
-                    put_utf8(scratch_, 0x85);
+                    json::append_utf8(scratch_, 0x85);
                     break;
                 case '_':
-                    put_utf8(scratch_, 0xA0);
+                    json::append_utf8(scratch_, 0xA0);
                     break;
                 case 'L':
-                    put_utf8(scratch_, 0x2028);
+                    json::append_utf8(scratch_, 0x2028);
                     break;
                 case 'P':
-                    put_utf8(scratch_, 0x2029);
+                    json::append_utf8(scratch_, 0x2029);
                     break;
                 case 'x':
-                    put_utf8(scratch_, hex_escape(2));
+                    json::append_utf8(scratch_, hex_escape(2));
                     break;
                 case 'u':
-                    put_utf8(scratch_, hex_escape(4));
+                    json::append_utf8(scratch_, hex_escape(4));
                     break;
                 case 'U':
-                    put_utf8(scratch_, hex_escape(8));
+                    json::append_utf8(scratch_, hex_escape(8));
                     break;
                 default:
                     decline();  // line continuations and unknown escapes
