@@ -600,7 +600,14 @@ Value parse(std::string_view text) { return to_value(parse_document(text).root()
 
 void dump_string(std::string &out, std::string_view s) {
     out += '"';
-    for (char ch : s) {
+    // Most strings (names, paths, idsets) need no escape: append the clean
+    // prefix at once and escape from the first character that needs it.
+    size_t clean = 0;
+    while (clean < s.size() && s[clean] != '"' && s[clean] != '\\' &&
+           static_cast<unsigned char>(s[clean]) >= 0x20)
+        ++clean;
+    out.append(s.data(), clean);
+    for (char ch : s.substr(clean)) {
         unsigned char c = static_cast<unsigned char>(ch);
         switch (c) {
             case '"': out += "\\\""; break;

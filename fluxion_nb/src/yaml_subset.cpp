@@ -269,16 +269,6 @@ struct Key {
     int64_t value = 0;
 };
 
-// JSON text of a string; most need no escapes.
-void write_string(std::string &out, std::string_view s) {
-    for (char c : s) {
-        if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) return json::dump_string(out, s);
-    }
-    out += '"';
-    out += s;
-    out += '"';
-}
-
 class Reader {
    public:
     Reader(std::string_view text, std::string &out) : t_(text), out_(out) {}
@@ -683,7 +673,7 @@ class Reader {
     }
 
     void write_value(const Scalar &s) {
-        if (s.quoted) return write_string(out_, s.text);
+        if (s.quoted) return json::dump_string(out_, s.text);
         const Resolved r = resolve(s.text);
         switch (r.tag) {
             case Tag::Null:
@@ -702,7 +692,7 @@ class Reader {
                 write_float(out_, s.text);
                 break;
             case Tag::Str:
-                write_string(out_, s.text);
+                json::dump_string(out_, s.text);
                 break;
         }
     }
@@ -713,7 +703,7 @@ class Reader {
         Key key;
         key.at = out_.size();
         if (k.quoted) {
-            write_string(out_, k.text);
+            json::dump_string(out_, k.text);
         } else {
             const Resolved r = resolve(k.text);
             switch (r.tag) {
@@ -736,7 +726,7 @@ class Reader {
                 case Tag::Float:
                     decline();  // its JSON text would be Python's repr of the float
                 case Tag::Str:
-                    write_string(out_, k.text);
+                    json::dump_string(out_, k.text);
                     break;
             }
         }
