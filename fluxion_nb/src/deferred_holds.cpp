@@ -55,7 +55,7 @@ void Traverser::build_shadow_order() {
     }
 }
 
-int Traverser::defer_below(int u, Emission &out, const JobMeta &m, std::map<int, int64_t> &dfu) {
+int Traverser::defer_below(int u, Emission &out, const JobMeta &m, TypeCounts &dfu) {
     if (!shadow_valid_) build_shadow_order();
     const size_t first = static_cast<size_t>(shadow_first_[static_cast<size_t>(u)]);
     const int pos = shadow_pos_[static_cast<size_t>(u)];
@@ -106,7 +106,7 @@ void Traverser::materialize(int u) {
     for (const DeferredHold &h : holds) {
         epoch_ = ++settle_epoch_;
         Emission scratch;
-        std::map<int, int64_t> dfu;
+        TypeCounts dfu;
         for (int e : V(u).out_edges) {
             int tgt = E(e).target;
             if (visited(tgt)) continue;

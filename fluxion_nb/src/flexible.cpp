@@ -227,11 +227,11 @@ bool OrSlotPlanner::plan(const std::map<int, int64_t> &available, std::vector<in
 
 // ---------------------------------------------------------------- Traverser hooks
 
-void Traverser::flex_prime_jobspec(std::vector<Resource> &resources, std::map<int, int64_t> &to_parent) {
+void Traverser::flex_prime_jobspec(std::vector<Resource> &resources, TypeCounts &to_parent) {
     // Alternatives must not make a subtree look too small: what a level of
     // slots needs is the least any one of them needs, and a type some slot
     // does without counts as not needed at all.
-    auto min_if = [this](int type, int64_t count, std::map<int, int64_t> &acc) {
+    auto min_if = [this](int type, int64_t count, TypeCounts &acc) {
         if (!is_pruning_type(type)) return;
         auto it = acc.find(type);
         if (it == acc.end())
@@ -358,7 +358,8 @@ int Traverser::flex_dom_slot(const JobMeta &m, int u, const std::vector<Resource
     for (const auto &kv : widest) shape_union.push_back(*kv.second);
 
     bool x_inout = true;
-    Scoring dfu_slot;
+    ScoringPool::Lease slot_lease(scoring_pool_);
+    Scoring &dfu_slot = *slot_lease;
     if (explore(m, u, shape_union, pristine, &x_inout, dfu_slot, nslots) != 0) return -1;
     finish_slot(dfu_slot);
     std::map<int, int64_t> available;

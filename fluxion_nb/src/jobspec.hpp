@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "json.hpp"
+#include "type_counts.hpp"
 
 namespace fluxion {
 
@@ -35,7 +36,7 @@ struct Resource {
     std::string unit;
     std::vector<Resource> with;
     // Filled by the matcher: minimum aggregate amount per type below this entry.
-    std::map<int, int64_t> user_data;
+    TypeCounts user_data;
 };
 
 // RFC 31 constraint tree, evaluated against node / storage_node vertices.

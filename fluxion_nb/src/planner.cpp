@@ -240,7 +240,8 @@ bool PlannerMulti::fits_during(int64_t at, int64_t duration,
 
 int64_t PlannerMulti::add_span(int64_t at, int64_t duration, const std::vector<int64_t> &counts,
                                const std::vector<int64_t> &hidden_counts) {
-    std::vector<int64_t> ids(planners_.size() + hidden_.size(), -1);
+    SpanIds ids;
+    for (size_t i = 0; i < planners_.size() + hidden_.size(); ++i) ids.push_back(-1);
     for (size_t i = 0; i < planners_.size(); ++i) {
         ids[i] = planners_[i].add_span(at, duration, counts[i]);
         if (ids[i] < 0) {
@@ -253,12 +254,12 @@ int64_t PlannerMulti::add_span(int64_t at, int64_t duration, const std::vector<i
     for (size_t j = 0; j < hidden_.size() && j < hidden_counts.size(); ++j)
         ids[planners_.size() + j] = hidden_[j].add_span(at, duration, hidden_counts[j]);
     int64_t id = next_span_++;
-    spans_[id] = std::move(ids);
+    spans_.emplace_back(id, std::move(ids));
     return id;
 }
 
 bool PlannerMulti::rem_span(int64_t span_id) {
-    auto it = spans_.find(span_id);
+    auto it = find_span(span_id);
     if (it == spans_.end()) return false;
     for (size_t i = 0; i < planners_.size(); ++i) planners_[i].rem_span(it->second[i]);
     rem_hidden(it->second);
@@ -266,7 +267,7 @@ bool PlannerMulti::rem_span(int64_t span_id) {
     return true;
 }
 
-void PlannerMulti::rem_hidden(std::vector<int64_t> &ids) {
+void PlannerMulti::rem_hidden(SpanIds &ids) {
     for (size_t j = 0; j < hidden_.size(); ++j) {
         int64_t &sid = ids[planners_.size() + j];
         if (sid >= 0) hidden_[j].rem_span(sid);
@@ -277,7 +278,7 @@ void PlannerMulti::rem_hidden(std::vector<int64_t> &ids) {
 bool PlannerMulti::reduce_span(int64_t span_id, const std::vector<int64_t> &amounts, bool &removed,
                                const std::vector<int64_t> &hidden_amounts) {
     removed = false;
-    auto it = spans_.find(span_id);
+    auto it = find_span(span_id);
     if (it == spans_.end()) return false;
     bool all_gone = true;
     for (size_t i = 0; i < planners_.size(); ++i) {
@@ -315,7 +316,7 @@ void PlannerMulti::set_hidden(const std::vector<int> &types, const std::vector<i
     // Other types while spans exist: their past is unknown, so keep none.
     for (auto &kv : spans_) {
         rem_hidden(kv.second);
-        kv.second.resize(planners_.size());
+        while (kv.second.size() > planners_.size()) kv.second.erase(kv.second.end() - 1);
     }
     hidden_.clear();
     hidden_types_.clear();
@@ -325,8 +326,18 @@ void PlannerMulti::set_hidden(const std::vector<int> &types, const std::vector<i
     for (int64_t t : totals) hidden_.emplace_back(start, duration, t);
 }
 
+auto PlannerMulti::find_span(int64_t span_id) -> std::vector<std::pair<int64_t, SpanIds>>::iterator {
+    auto it = std::lower_bound(spans_.begin(), spans_.end(), span_id,
+                               [](const std::pair<int64_t, SpanIds> &s, int64_t id) { return s.first < id; });
+    return it != spans_.end() && it->first == span_id ? it : spans_.end();
+}
+
+auto PlannerMulti::find_span(int64_t span_id) const -> std::vector<std::pair<int64_t, SpanIds>>::const_iterator {
+    return const_cast<PlannerMulti *>(this)->find_span(span_id);
+}
+
 int64_t PlannerMulti::span_planned(int64_t span_id, size_t i) const {
-    auto it = spans_.find(span_id);
+    auto it = find_span(span_id);
     if (it == spans_.end() || it->second[i] < 0) return 0;
     return planners_[i].span_planned(it->second[i]);
 }

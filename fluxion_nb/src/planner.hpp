@@ -145,11 +145,16 @@ class PlannerMulti {
     std::vector<int> types_;
     std::vector<Planner> hidden_;
     std::vector<int> hidden_types_;
-    // multi span -> per-planner span ids, configured then hidden (-1: none)
-    std::map<int64_t, std::vector<int64_t>> spans_;
+    // multi span -> per-planner span ids, configured then hidden (-1: none),
+    // sorted by multi span id (ids only grow, so a new span goes last). Inline
+    // ids: a span costs no heap block of its own.
+    using SpanIds = SmallVec<int64_t, 4>;
+    std::vector<std::pair<int64_t, SpanIds>> spans_;
+    std::vector<std::pair<int64_t, SpanIds>>::iterator find_span(int64_t span_id);
+    std::vector<std::pair<int64_t, SpanIds>>::const_iterator find_span(int64_t span_id) const;
     int64_t next_span_ = 0;
     std::vector<int64_t> iter_counts_;
-    void rem_hidden(std::vector<int64_t> &ids);  // remove a span's hidden parts
+    void rem_hidden(SpanIds &ids);  // remove a span's hidden parts
     int64_t iter_duration_ = 0;
 };
 

@@ -49,7 +49,7 @@ class Evals {
                            std::make_move_iterator(o.frozen_.end()));
         }
         if (tail_.empty())
-            tail_ = std::move(o.tail_);
+            tail_.swap(o.tail_);  // o keeps this one's (empty) buffer for reuse
         else
             tail_.insert(tail_.end(), std::make_move_iterator(o.tail_.begin()),
                          std::make_move_iterator(o.tail_.end()));
@@ -60,6 +60,17 @@ class Evals {
         if (tail_.empty()) return;
         frozen_.push_back(std::make_shared<const std::vector<EdgeGroup>>(std::move(tail_)));
         tail_.clear();
+    }
+    // Forget every group but keep the buffers, for reuse by another step.
+    void clear() {
+        frozen_.clear();
+        tail_.clear();
+        chosen_.clear();
+        whole_ = false;
+        iter_ = 0;
+        iter_reset_ = true;
+        cutline_ = 0;
+        qual_ = total_ = best_k_ = best_i_ = 0;
     }
     unsigned qualified_count() const { return qual_; }
     unsigned total_count() const { return total_; }
@@ -212,27 +223,59 @@ class Evals {
 };
 
 // Evals per resource type, in type order. A handful of types at most, so a
-// sorted vector beats a tree: no allocation per type and per visit.
+// sorted vector beats a tree. Cleared entries stay behind the live ones with
+// their buffers, so a reused step allocates nothing for types seen before.
 class EvalsByType {
    public:
     using value_type = std::pair<int, Evals>;
+    using iterator = std::vector<value_type>::iterator;
+
+    EvalsByType() = default;
+    EvalsByType(const EvalsByType &o) : items_(o.begin(), o.end()), live_(o.live_) {}
+    EvalsByType &operator=(const EvalsByType &o) {
+        if (this != &o) {
+            items_.assign(o.begin(), o.end());
+            live_ = o.live_;
+        }
+        return *this;
+    }
+    EvalsByType(EvalsByType &&) noexcept = default;
+    EvalsByType &operator=(EvalsByType &&) noexcept = default;
+
     Evals &operator[](int type) {
         auto it = lower(type);
-        if (it == items_.end() || it->first != type) it = items_.insert(it, value_type(type, Evals()));
+        if (it != end() && it->first == type) return it->second;
+        if (live_ == items_.size()) {
+            it = items_.insert(it, value_type(type, Evals()));
+        } else {
+            // Bring a cleared entry from behind the live ones into place.
+            auto spare = items_.begin() + static_cast<std::ptrdiff_t>(live_);
+            spare->first = type;
+            std::rotate(it, spare, spare + 1);
+        }
+        ++live_;
         return it->second;
     }
     size_t count(int type) const {
         auto it = const_cast<EvalsByType *>(this)->lower(type);
-        return it != items_.end() && it->first == type ? 1 : 0;
+        return it != const_cast<EvalsByType *>(this)->end() && it->first == type ? 1 : 0;
     }
-    std::vector<value_type>::iterator begin() { return items_.begin(); }
-    std::vector<value_type>::iterator end() { return items_.end(); }
+    iterator begin() { return items_.begin(); }
+    iterator end() { return items_.begin() + static_cast<std::ptrdiff_t>(live_); }
+    std::vector<value_type>::const_iterator begin() const { return items_.begin(); }
+    std::vector<value_type>::const_iterator end() const {
+        return items_.begin() + static_cast<std::ptrdiff_t>(live_);
+    }
+    void clear() {
+        for (auto it = begin(); it != end(); ++it) it->second.clear();
+        live_ = 0;
+    }
 
    private:
-    std::vector<value_type> items_;
-    std::vector<value_type>::iterator lower(int type) {
-        return std::lower_bound(items_.begin(), items_.end(), type,
-                                [](const value_type &v, int t) { return v.first < t; });
+    std::vector<value_type> items_;  // [0, live_) in use, sorted by type; the rest cleared
+    size_t live_ = 0;
+    iterator lower(int type) {
+        return std::lower_bound(begin(), end(), type, [](const value_type &v, int t) { return v.first < t; });
     }
 };
 
@@ -262,12 +305,56 @@ class Scoring {
         for (auto &kv : o.by_type_) by_type_[kv.first].merge(std::move(kv.second));
     }
 
+    // Back to a fresh step's state, keeping the buffers.
+    void clear() {
+        by_type_.clear();
+        hier_constrain_now = false;
+        overall_score = -1;
+        avail = 0;
+    }
+
     bool hier_constrain_now = false;
     int64_t overall_score = -1;
     unsigned avail = 0;
 
    private:
     EvalsByType by_type_;
+};
+
+// Scoring objects lent to the walk's steps and taken back when a step ends.
+// A walk visits many vertices with the same few types; reusing the objects
+// (and the candidate lists inside them) spares a heap block per list per step.
+class ScoringPool {
+   public:
+    class Lease {
+       public:
+        explicit Lease(ScoringPool &pool) : pool_(pool), s_(pool.take()) {}
+        ~Lease() { pool_.give(std::move(s_)); }
+        Lease(const Lease &) = delete;
+        Lease &operator=(const Lease &) = delete;
+        Scoring &operator*() const { return *s_; }
+        Scoring *operator->() const { return s_.get(); }
+
+       private:
+        ScoringPool &pool_;
+        std::unique_ptr<Scoring> s_;
+    };
+
+   private:
+    std::vector<std::unique_ptr<Scoring>> free_;
+    std::unique_ptr<Scoring> take() {
+        if (free_.empty()) return std::make_unique<Scoring>();
+        std::unique_ptr<Scoring> s = std::move(free_.back());
+        free_.pop_back();
+        return s;
+    }
+    void give(std::unique_ptr<Scoring> s) noexcept {
+        s->clear();
+        try {
+            free_.push_back(std::move(s));
+        } catch (...) {  // out of memory: drop it rather than throw from a destructor
+        }
+    }
 };
 
 }  // namespace fluxion

@@ -81,18 +81,18 @@ std::vector<int> Traverser::my_pruning_types(int anchor) const {
     return out;
 }
 
-int64_t Traverser::count_of(const std::map<int, int64_t> &m, int type) {
+int64_t Traverser::count_of(const TypeCounts &m, int type) {
     auto it = m.find(type);
     return it != m.end() ? it->second : 0;
 }
 
-const std::vector<int64_t> &Traverser::relevant_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) {
+const std::vector<int64_t> &Traverser::relevant_counts(const PlannerMulti &p, const TypeCounts &m) {
     counts_.resize(p.size());
     for (size_t i = 0; i < p.size(); ++i) counts_[i] = count_of(m, p.type_at(i));
     return counts_;
 }
 
-void Traverser::prime_filter(int u, std::map<int, int64_t> &to_parent) {
+void Traverser::prime_filter(int u, TypeCounts &to_parent) {
     Vertex &x = V(u);
     mark(u);
     accum_if(x.type, x.size, to_parent);
@@ -104,7 +104,7 @@ void Traverser::prime_filter(int u, std::map<int, int64_t> &to_parent) {
         }
         return;
     }
-    std::map<int, int64_t> dfv;
+    TypeCounts dfv;
     for (int e : x.out_edges) {
         int t = E(e).target;
         if (visited(t)) continue;
@@ -147,11 +147,11 @@ void Traverser::initialize() {
     size_memos();
     ++epoch_;
     if (g_.root < 0) return;
-    std::map<int, int64_t> from;
+    TypeCounts from;
     prime_filter(g_.root, from);
 }
 
-void Traverser::prime_jobspec(std::vector<Resource> &resources, std::map<int, int64_t> &to_parent) {
+void Traverser::prime_jobspec(std::vector<Resource> &resources, TypeCounts &to_parent) {
     if (flexible()) return flex_prime_jobspec(resources, to_parent);
     for (auto &r : resources) {
         if (r.exclusive == Tristate::True) x_types_.insert(r.type);
@@ -300,7 +300,7 @@ bool Traverser::by_hidden(const JobMeta &m, const PlannerMulti &p, const Resourc
     return true;
 }
 
-const std::vector<int64_t> &Traverser::hidden_counts(const PlannerMulti &p, const std::map<int, int64_t> &m) {
+const std::vector<int64_t> &Traverser::hidden_counts(const PlannerMulti &p, const TypeCounts &m) {
     hidden_counts_.resize(p.hidden_size());
     for (size_t j = 0; j < p.hidden_size(); ++j) hidden_counts_[j] = count_of(m, p.hidden_type_at(j));
     return hidden_counts_;
@@ -650,7 +650,8 @@ bool Traverser::cut_slot(const std::vector<Resource> &shape, Scoring &dfu_slot, 
 int Traverser::dom_slot(const JobMeta &m, int u, const std::vector<Resource> &shape, unsigned nslots,
                         bool pristine, Scoring &dfu) {
     bool x_inout = true;
-    Scoring dfu_slot;
+    ScoringPool::Lease slot_lease(scoring_pool_);
+    Scoring &dfu_slot = *slot_lease;
     unsigned qual = 0;
     std::vector<EdgeGroup> slots;
     if (explore(m, u, shape, pristine, &x_inout, dfu_slot, nslots) != 0) return -1;
@@ -686,7 +687,8 @@ int Traverser::dom_dfv_walk(const JobMeta &m, int u, const std::vector<Resource>
     bool check_pres = pristine;
     unsigned nslots = 0;
     MatchKind kind = MatchKind::None;
-    Scoring dfu;
+    ScoringPool::Lease lease(scoring_pool_);
+    Scoring &dfu = *lease;
     const std::vector<Resource> &next = test(u, rs, check_pres, nslots, kind);
     preorder_++;
     if (kind == MatchKind::None) {
@@ -785,7 +787,8 @@ bool Traverser::select(std::vector<Resource> &rs, int root, JobMeta &m, bool exc
 }
 
 bool Traverser::select_tree(std::vector<Resource> &rs, int root, JobMeta &m, bool excl) {
-    Scoring dfu;
+    ScoringPool::Lease lease(scoring_pool_);
+    Scoring &dfu = *lease;
     bool x_in = excl;
     tick();
     preorder_ = 0;
@@ -809,7 +812,7 @@ bool Traverser::select_tree(std::vector<Resource> &rs, int root, JobMeta &m, boo
     return ok;
 }
 
-bool Traverser::request_feasible(const JobMeta &m, const std::string &op, std::map<int, int64_t> &dfv) {
+bool Traverser::request_feasible(const JobMeta &m, const std::string &op, TypeCounts &dfv) {
     int64_t target_nodes = dfv[g_.types.node];
     bool checking_sat = op == "allocate_with_satisfiability" || op == "satisfiability";
     bool alloc_like = op == "allocate_orelse_reserve" || op == "allocate" ||
@@ -855,7 +858,7 @@ bool Traverser::request_feasible(const JobMeta &m, const std::string &op, std::m
 }
 
 bool Traverser::schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op, int root,
-                         std::map<int, int64_t> &dfv) {
+                         TypeCounts &dfv) {
     if (!request_feasible(m, op, dfv)) return false;
     if (select(js.resources, root, m, x)) return true;
     PlannerMulti *p = V(root).subplan.get();
@@ -916,7 +919,7 @@ bool Traverser::run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &
     bool x = exclusivity(js.resources, root);
     std::set<int> saved_x = x_types_;
     if (policy_.node_exclusive) x_types_.insert(g_.types.node);
-    std::map<int, int64_t> dfv;
+    TypeCounts dfv;
     prime_jobspec(js.resources, dfv);
     hidden_prune_ = hidden_enabled_ && !shared_ && !flexible() && plain_request(js.resources);
     JobMeta m;
@@ -975,9 +978,9 @@ void Traverser::upd_by_outedges(const JobMeta &m, int u, int e) {
 }
 
 int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const JobMeta &m, bool full,
-                       std::map<int, int64_t> &to_parent, bool emit_shadow) {
+                       TypeCounts &to_parent, bool emit_shadow) {
     int n = 0;
-    std::map<int, int64_t> dfu;
+    TypeCounts dfu;
     bool mod = emit_shadow || x_types_.count(type_of(u)) > 0;
     excl = excl || mod;
     level_++;
@@ -1058,7 +1061,7 @@ bool Traverser::update(int root, Emission &out, JobMeta &m) {
         return false;
     }
     ++epoch_;
-    std::map<int, int64_t> dfu;
+    TypeCounts dfu;
     bool emit_shadow = x_types_.count(type_of(root)) > 0;
     level_ = 0;
     // Jobs tend to repeat their shape: size the emission like the last one.
@@ -1182,7 +1185,7 @@ bool Traverser::partial_cancel(int64_t jobid, const std::vector<int> &release, b
     settle();
     // Release the listed vertices' own holdings, then subtract what they
     // held from the aggregates of every ancestor.
-    std::map<int, std::map<int, int64_t>> minus;  // ancestor -> type -> amount
+    std::map<int, TypeCounts> minus;  // ancestor -> type -> amount
     for (int v : release) {
         Vertex &x = V(v);
         if (!x.tags.count(jobid)) continue;

@@ -188,16 +188,16 @@ class Traverser {
     mutable std::vector<signed char> partial_type_;  // per type id: -1 not asked yet, 0, 1
     void set_pruning_type(int anchor, int t);
     std::vector<int> my_pruning_types(int anchor) const;
-    void accum_if(int type, int64_t count, std::map<int, int64_t> &acc) const {
+    void accum_if(int type, int64_t count, TypeCounts &acc) const {
         if (is_pruning_type(type)) acc[type] += count;
     }
-    void prime_filter(int u, std::map<int, int64_t> &to_parent);
-    void prime_jobspec(std::vector<Resource> &resources, std::map<int, int64_t> &to_parent);
+    void prime_filter(int u, TypeCounts &to_parent);
+    void prime_jobspec(std::vector<Resource> &resources, TypeCounts &to_parent);
     // A request's amount of each of a subtree aggregate's types (0 when not
     // asked), in the aggregate's order. The result is scratch space, valid
     // until the next call.
-    static int64_t count_of(const std::map<int, int64_t> &m, int type);
-    const std::vector<int64_t> &relevant_counts(const PlannerMulti &p, const std::map<int, int64_t> &m);
+    static int64_t count_of(const TypeCounts &m, int type);
+    const std::vector<int64_t> &relevant_counts(const PlannerMulti &p, const TypeCounts &m);
     std::vector<int64_t> counts_;
 
     unsigned calc_count(const Resource &r, unsigned qc) const;
@@ -218,7 +218,7 @@ class Traverser {
     bool shared_ = false;  // some vertex has several parents: no shortcuts
     bool hidden_prune_ = false;  // this match may use the hidden aggregates
     bool by_hidden(const JobMeta &m, const PlannerMulti &p, const Resource &r);
-    const std::vector<int64_t> &hidden_counts(const PlannerMulti &p, const std::map<int, int64_t> &m);
+    const std::vector<int64_t> &hidden_counts(const PlannerMulti &p, const TypeCounts &m);
     std::vector<int64_t> hidden_counts_;
     bool plain_request(const std::vector<Resource> &rs);
     bool prune(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs);
@@ -240,13 +240,13 @@ class Traverser {
     bool resolve_graph(int root, std::vector<Resource> &rs, Scoring &dfu, unsigned &needs);
     bool select(std::vector<Resource> &rs, int root, JobMeta &m, bool excl);
     bool select_tree(std::vector<Resource> &rs, int root, JobMeta &m, bool excl);
-    bool request_feasible(const JobMeta &m, const std::string &op, std::map<int, int64_t> &dfv);
+    bool request_feasible(const JobMeta &m, const std::string &op, TypeCounts &dfv);
     bool schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op, int root,
-                  std::map<int, int64_t> &dfv);
+                  TypeCounts &dfv);
 
     // flexible traverser (flexible.cpp): or-slots and xor_slot alternatives
     bool flexible() const { return kind_ == TraverserKind::Flexible; }
-    void flex_prime_jobspec(std::vector<Resource> &resources, std::map<int, int64_t> &to_parent);
+    void flex_prime_jobspec(std::vector<Resource> &resources, TypeCounts &to_parent);
     bool flex_prune_resources(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs);
     bool slot_match(int u, const Resource &slot);
     const std::vector<Resource> &flex_test(int u, const std::vector<Resource> &rs, bool &pristine,
@@ -257,7 +257,7 @@ class Traverser {
 
     // update
     int upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const JobMeta &m, bool full,
-                std::map<int, int64_t> &to_parent, bool emit_shadow);
+                TypeCounts &to_parent, bool emit_shadow);
     void upd_by_outedges(const JobMeta &m, int u, int e);
     bool update(int root, Emission &out, JobMeta &m);
 
@@ -283,7 +283,7 @@ class Traverser {
     std::vector<int64_t> shadow_sums_;
     std::vector<char> shadow_seen_;
     void build_shadow_order();
-    int defer_below(int u, Emission &out, const JobMeta &m, std::map<int, int64_t> &dfu);
+    int defer_below(int u, Emission &out, const JobMeta &m, TypeCounts &dfu);
     void materialize(int u);
     void settle_above(int v);
 
@@ -330,6 +330,7 @@ class Traverser {
     std::vector<std::unique_ptr<SubtreeMemo>> memo_;   // per vertex: its last walk
     std::vector<char> memo_big_;                       // per vertex: worth remembering
     std::vector<EdgeStamp> stamp_log_;                 // stamps made while recording
+    ScoringPool scoring_pool_;                         // the walk's steps' scoring, reused
     int recording_ = 0;
     uint64_t memo_hits_ = 0;
     bool memos_ = true;
