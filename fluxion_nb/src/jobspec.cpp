@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 
 #include "errors.hpp"
@@ -366,28 +367,43 @@ std::set<int64_t> parse_idset(const std::string &s) {
 }
 
 namespace {
-template <class Ids>
-std::string idset_text(const Ids &ids) {
-    std::string out;
-    auto it = ids.begin();
-    while (it != ids.end()) {
+void append_int(std::string &out, int64_t v) {
+    char buf[24];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, res.ptr);
+}
+
+template <class It>
+void append_idset(std::string &out, It it, It end) {
+    bool first = true;
+    while (it != end) {
         int64_t a = *it, b = a;
-        auto nx = std::next(it);
-        while (nx != ids.end() && *nx == b + 1) {
+        It nx = std::next(it);
+        while (nx != end && *nx == b + 1) {
             b = *nx;
             ++nx;
         }
-        if (!out.empty()) out += ',';
-        out += std::to_string(a);
-        if (b > a) out += '-' + std::to_string(b);
+        if (!first) out += ',';
+        first = false;
+        append_int(out, a);
+        if (b > a) {
+            out += '-';
+            append_int(out, b);
+        }
         it = nx;
     }
-    return out;
 }
 }  // namespace
 
-std::string format_idset(const std::set<int64_t> &ids) { return idset_text(ids); }
-std::string format_sorted_idset(const std::vector<int64_t> &sorted_ids) { return idset_text(sorted_ids); }
+std::string format_idset(const std::set<int64_t> &ids) {
+    std::string out;
+    append_idset(out, ids.begin(), ids.end());
+    return out;
+}
+
+void append_sorted_idset(std::string &out, const int64_t *first, const int64_t *last) {
+    append_idset(out, first, last);
+}
 
 namespace {
 // A hostlist names hosts of one graph; a range this long is a mistake, and
@@ -459,10 +475,15 @@ std::vector<std::string> expand_hostlist(const std::string &s) {
 }
 
 std::string compress_hostlist(const std::vector<std::string> &hosts) {
-    // Group consecutive hosts sharing a prefix and differing in a trailing number.
+    std::vector<std::string_view> views(hosts.begin(), hosts.end());
     std::string out;
-    size_t i = 0;
-    auto split = [](const std::string &h, std::string &prefix, std::string &digits) {
+    append_hostlist(out, views);
+    return out;
+}
+
+void append_hostlist(std::string &out, const std::vector<std::string_view> &hosts) {
+    // Group consecutive hosts sharing a prefix and differing in a trailing number.
+    auto split = [](std::string_view h, std::string_view &prefix, std::string_view &digits) {
         size_t k = h.size();
         while (k > 0 && std::isdigit(static_cast<unsigned char>(h[k - 1]))) --k;
         // A number too long for int64 is not grouped: the host stays as is.
@@ -470,28 +491,36 @@ std::string compress_hostlist(const std::vector<std::string> &hosts) {
         prefix = h.substr(0, k);
         digits = h.substr(k);
     };
+    auto number = [](std::string_view d) {
+        long long n = 0;
+        std::from_chars(d.data(), d.data() + d.size(), n);
+        return n;
+    };
+    const size_t start = out.size();
+    size_t i = 0;
+    std::vector<std::pair<long long, std::string_view>> nums;
     while (i < hosts.size()) {
-        std::string prefix, digits;
+        std::string_view prefix, digits;
         split(hosts[i], prefix, digits);
+        if (out.size() > start) out += ',';
         if (digits.empty()) {
-            if (!out.empty()) out += ',';
             out += hosts[i++];
             continue;
         }
-        std::vector<std::pair<long long, std::string>> nums;
+        nums.clear();
         size_t j = i;
         while (j < hosts.size()) {
-            std::string p2, d2;
+            std::string_view p2, d2;
             split(hosts[j], p2, d2);
             if (p2 != prefix || d2.empty()) break;
-            nums.emplace_back(std::stoll(d2), d2);
+            nums.emplace_back(number(d2), d2);
             ++j;
         }
-        if (!out.empty()) out += ',';
         if (nums.size() == 1) {
             out += hosts[i];
         } else {
-            out += prefix + "[";
+            out += prefix;
+            out += '[';
             size_t k = 0;
             bool first = true;
             while (k < nums.size()) {
@@ -502,14 +531,16 @@ std::string compress_hostlist(const std::vector<std::string> &hosts) {
                 if (!first) out += ',';
                 first = false;
                 out += nums[k].second;
-                if (m > k) out += "-" + nums[m].second;
+                if (m > k) {
+                    out += '-';
+                    out += nums[m].second;
+                }
                 k = m + 1;
             }
-            out += "]";
+            out += ']';
         }
         i = j;
     }
-    return out;
 }
 
 }  // namespace fluxion

@@ -18,8 +18,8 @@ Planner &Planner::operator=(const Planner &o) {
 
 Planner::State &Planner::state() {
     if (!st_) {
-        st_ = std::make_unique<State>();
-        st_->points.push_back({start_, total_, 1, total_});
+        st_.reset(new State);  // default-initialized: the inline buffers need no zeroing
+        st_->points.push_back(Point{start_, total_, total_, 1});
     }
     return *st_;
 }
@@ -63,18 +63,6 @@ bool Planner::fits_during(int64_t at, int64_t duration, int64_t request) const {
     return a >= 0 && request <= a;
 }
 
-size_t Planner::point_at(int64_t at) {
-    auto &pts = st_->points;
-    size_t i = state_index(at);
-    if (pts[i].at == at) {
-        pts[i].refs++;
-        return i;
-    }
-    Point p{at, pts[i].remaining, 1, pts[i].remaining};
-    pts.insert(pts.begin() + static_cast<long>(i) + 1, p);
-    return i + 1;
-}
-
 void Planner::reindex(size_t from, size_t to) {
     auto &pts = st_->points;
     for (size_t i = from; i < to && i < pts.size(); ++i) pts[i].indexed = pts[i].remaining;
@@ -98,16 +86,40 @@ void Planner::release_point(size_t idx) {
 int64_t Planner::add_span(int64_t at, int64_t duration, int64_t request) {
     if (duration < 1 || at < start_ || at + duration > end_ || request < 0 || request > total_)
         return -1;
-    if (!fits_during(at, duration, request)) return -1;
+    // One pass over the window's points finds where it ends and whether the
+    // request fits; a fresh state has all total_ >= request free.
+    int64_t last = at + duration;
     State &st = state();
+    auto &pts = st.points;
+    size_t i = state_index(at);
+    size_t j = i + 1;
+    int64_t low = pts[i].remaining;
+    for (; j < pts.size() && pts[j].at < last; ++j) low = std::min(low, pts[j].remaining);
+    if (low < request) return -1;
     refresh_seen();
-    size_t s = point_at(at);
-    size_t e = point_at(at + duration);  // may shift nothing before s
-    s = state_index(at);
-    for (size_t i = s; i < e; ++i) st.points[i].remaining -= request;
-    reindex(s, e);
+    // The end point takes the amount in force just before it; then the start
+    // point, which shifts the end by one when it is new.
+    if (j < pts.size() && pts[j].at == last) {
+        pts[j].refs++;
+    } else {
+        int64_t before = pts[j - 1].remaining;
+        pts.insert(pts.begin() + static_cast<long>(j), Point{last, before, before, 1});
+    }
+    size_t s = i;
+    if (pts[i].at == at) {
+        pts[i].refs++;
+    } else {
+        int64_t before = pts[i].remaining;
+        pts.insert(pts.begin() + static_cast<long>(i) + 1, Point{at, before, before, 1});
+        s = i + 1;
+        ++j;
+    }
+    for (size_t k = s; k < j; ++k) {
+        pts[k].remaining -= request;
+        pts[k].indexed = pts[k].remaining;
+    }
     int64_t id = st.next_span++;
-    st.spans.push_back(SpanRec{id, Span{at, at + duration, request}});  // ids only grow
+    st.spans.push_back(SpanRec{id, Span{at, last, request}});  // ids only grow
     st.iter_set = false;
     return id;
 }
@@ -163,7 +175,7 @@ void Planner::reset() {
     // Span ids keep counting up, so an id from before the reset stays unknown.
     st_->spans.clear();
     st_->points.clear();
-    st_->points.push_back({start_, total_, 1, total_});
+    st_->points.push_back(Point{start_, total_, total_, 1});
     st_->iter_set = false;
     st_->any_seen = false;
 }

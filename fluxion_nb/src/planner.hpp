@@ -58,8 +58,8 @@ class Planner {
     struct Point {
         int64_t at;
         int64_t remaining;
-        int refs;
         int64_t indexed;
+        int refs;
         bool seen = false;  // looked at by the current search
     };
     struct Span {
@@ -91,7 +91,6 @@ class Planner {
     State &state();
     SpanRec *find_span(int64_t span_id) const;  // null if unknown
     size_t state_index(int64_t at) const;  // last point with time <= at
-    size_t point_at(int64_t at);          // find or create a point at time `at`
     void release_point(size_t idx);
     void reindex(size_t from, size_t to);  // points [from, to) after a span change
     void refresh_seen();                   // a new operation re-indexes what a search saw

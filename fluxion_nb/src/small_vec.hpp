@@ -56,12 +56,21 @@ class SmallVec {
         if (n) std::memcpy(static_cast<void *>(data_), first, n * sizeof(T));
         size_ = n;
     }
-    void push_back(const T &v) { insert(end(), v); }
+    void push_back(const T &v) {
+        if (size_ == cap_) {
+            T copy = v;  // v may live in the block grow() frees
+            grow(size_ + 1);
+            data_[size_++] = copy;
+            return;
+        }
+        data_[size_++] = v;
+    }
     T *insert(T *pos, const T &v) {
         size_t i = static_cast<size_t>(pos - data_);
+        T copy = v;  // v may live in the block grow() frees
         grow(size_ + 1);
         std::memmove(static_cast<void *>(data_ + i + 1), data_ + i, (size_ - i) * sizeof(T));
-        data_[i] = v;
+        data_[i] = copy;
         ++size_;
         return data_ + i;
     }

@@ -1,6 +1,7 @@
 #include "writers.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include "errors.hpp"
 #include "jobspec.hpp"
 #include "json.hpp"
+#include "small_vec.hpp"
 
 namespace fluxion {
 
@@ -120,71 +122,96 @@ void append_jgf(std::string &out, const Graph &g, const Emission &em) {
 // `nodes`, when given, gets every node (and storage node) as (rank, name) in
 // emission order, for rv1's node list.
 void append_rlite(std::string &out, const Graph &g, const Emission &em,
-                  std::vector<std::pair<int64_t, std::string>> *nodes = nullptr) {
+                  std::vector<std::pair<int64_t, std::string_view>> *nodes = nullptr) {
     // Reducer types in type order, each with its ids since the last node
     // (sorted and deduplicated there).
-    std::pair<int, std::vector<int64_t>> pending[2] = {{std::min(g.types.core, g.types.gpu), {}},
-                                                       {std::max(g.types.core, g.types.gpu), {}}};
+    struct Pending {
+        int type;
+        SmallVec<int64_t, 64> ids;
+    };
+    Pending pending[2] = {{std::min(g.types.core, g.types.gpu), {}}, {std::max(g.types.core, g.types.gpu), {}}};
+    // Nodes with the same children are written once, with all their ranks:
+    // each group's children text is a slice of `sigs`.
     struct Group {
-        std::string sig;  // the children, as written
-        std::set<int64_t> ranks;
+        size_t at, len;
+        std::vector<int64_t> ranks;
     };
     std::vector<Group> groups;
-    std::string sig;
+    std::string sigs;
     for (const auto &ev : em.vertices) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
-        if (v.type == pending[0].first || v.type == pending[1].first) {
-            pending[v.type == pending[0].first ? 0 : 1].second.push_back(v.id);
+        if (v.type == pending[0].type || v.type == pending[1].type) {
+            pending[v.type == pending[0].type ? 0 : 1].ids.push_back(v.id);
         } else if (v.type == g.types.node || v.type == g.types.storage_node) {
-            if (nodes) nodes->emplace_back(v.rank, std::string(v.name));
-            sig.clear();
-            sig += '{';
-            for (auto &kv : pending) {
-                std::vector<int64_t> &ids = kv.second;
+            if (nodes) nodes->emplace_back(v.rank, v.name);
+            size_t at = sigs.size();
+            sigs += '{';
+            for (auto &p : pending) {
+                auto &ids = p.ids;
                 if (ids.empty()) continue;
                 if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
-                ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-                if (sig.size() > 1) sig += ", ";
-                json::dump_string(sig, g.types.name(kv.first));
-                sig += ": ";
-                json::dump_string(sig, format_sorted_idset(ids));
+                int64_t *last = std::unique(ids.begin(), ids.end());
+                if (sigs.size() > at + 1) sigs += ", ";
+                json::dump_string(sigs, g.types.name(p.type));
+                sigs += ": \"";  // an id set needs no escaping
+                append_sorted_idset(sigs, ids.begin(), last);
+                sigs += '"';
                 ids.clear();
             }
-            sig += '}';
-            auto grp = std::find_if(groups.begin(), groups.end(), [&](const Group &x) { return x.sig == sig; });
-            if (grp != groups.end())
-                grp->ranks.insert(v.rank);
-            else
-                groups.push_back(Group{sig, {v.rank}});
+            sigs += '}';
+            std::string_view sig(sigs.data() + at, sigs.size() - at);
+            auto grp = std::find_if(groups.begin(), groups.end(), [&](const Group &x) {
+                return std::string_view(sigs.data() + x.at, x.len) == sig;
+            });
+            if (grp != groups.end()) {
+                grp->ranks.push_back(v.rank);
+                sigs.resize(at);
+            } else {
+                groups.push_back(Group{at, sigs.size() - at, {v.rank}});
+            }
         }
     }
     out += '[';
     for (size_t k = 0; k < groups.size(); ++k) {
         if (k) out += ", ";
-        out += "{\"rank\": ";
-        json::dump_string(out, format_idset(groups[k].ranks));
-        out += ", \"children\": ";
-        out += groups[k].sig;
+        out += "{\"rank\": \"";
+        std::vector<int64_t> &ranks = groups[k].ranks;
+        std::sort(ranks.begin(), ranks.end());
+        auto last = std::unique(ranks.begin(), ranks.end());
+        append_sorted_idset(out, ranks.data(), ranks.data() + (last - ranks.begin()));
+        out += "\", \"children\": ";
+        out.append(sigs, groups[k].at, groups[k].len);
         out += '}';
     }
     out += ']';
 }
 
+void append_int(std::string &out, int64_t v) {
+    char buf[24];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, res.ptr);
+}
+
 void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched) {
     out += "{\"version\": 1, \"execution\": {\"R_lite\": ";
-    std::vector<std::pair<int64_t, std::string>> ranked;
+    std::vector<std::pair<int64_t, std::string_view>> ranked;
     append_rlite(out, g, em, &ranked);
     // Node names in rank order, compressed as a host list.
     std::stable_sort(ranked.begin(), ranked.end());
     out += ", \"nodelist\": [";
     if (!ranked.empty()) {
-        std::vector<std::string> names;
+        std::vector<std::string_view> names;
         names.reserve(ranked.size());
-        for (auto &r : ranked) names.push_back(std::move(r.second));
-        json::dump_string(out, compress_hostlist(names));
+        for (auto &r : ranked) names.push_back(r.second);
+        std::string list;
+        append_hostlist(list, names);
+        json::dump_string(out, list);
     }
-    out += "], \"starttime\": " + std::to_string(em.starttime) +
-           ", \"expiration\": " + std::to_string(em.expiration) + '}';
+    out += "], \"starttime\": ";
+    append_int(out, em.starttime);
+    out += ", \"expiration\": ";
+    append_int(out, em.expiration);
+    out += '}';
     if (sched) {
         out += ", \"scheduling\": ";
         append_jgf(out, g, em);
@@ -209,6 +236,7 @@ std::string write_r(const Graph &g, const Emission &em, const std::string &forma
     if (format == "pretty_simple") return write_simple(g, em, true);
     if (em.vertices.empty()) return "";
     std::string out;
+    out.reserve(256);
     if (format == "jgf") {
         append_jgf(out, g, em);
     } else if (format == "rlite") {
@@ -219,7 +247,8 @@ std::string write_r(const Graph &g, const Emission &em, const std::string &forma
         throw InputError("unknown match format '" + format +
                          "' (known: simple, pretty_simple, jgf, rlite, rv1, rv1_nosched)");
     }
-    return out + "\n";
+    out += '\n';
+    return out;
 }
 
 }  // namespace fluxion
