@@ -1,8 +1,91 @@
 #include "planner.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <mutex>
+#include <new>
 
 namespace fluxion {
+
+namespace {
+// A placement fills graphs with fresh planner states, and every fresh block
+// took malloc's slowest path. States are carved from chunks instead and kept
+// on a free list when released; the chunks live as long as the process and
+// serve every graph in it, so a process holds at most its peak of states.
+// Sanitizer builds use plain malloc, to keep catching misuse of a state.
+#if defined(__SANITIZE_ADDRESS__)
+#define FLUXION_POOL_STATES 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FLUXION_POOL_STATES 0
+#endif
+#endif
+#ifndef FLUXION_POOL_STATES
+#define FLUXION_POOL_STATES 1
+#endif
+
+class BlockPool {
+   public:
+    explicit BlockPool(size_t block) : block_((block + kAlign - 1) / kAlign * kAlign) {}
+    void *take() {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!free_) refill();
+        Free *f = free_;
+        free_ = f->next;
+        return f;
+    }
+    void give(void *p) noexcept {
+        std::lock_guard<std::mutex> lk(mu_);
+        Free *f = static_cast<Free *>(p);
+        f->next = free_;
+        free_ = f;
+    }
+
+   private:
+    struct Free {
+        Free *next;
+    };
+    static constexpr size_t kAlign = alignof(std::max_align_t);
+    static constexpr size_t kPerChunk = 128;
+    size_t block_;
+    std::mutex mu_;
+    Free *free_ = nullptr;
+    void refill() {
+        char *chunk = static_cast<char *>(std::malloc(block_ * kPerChunk));
+        if (!chunk) throw std::bad_alloc();
+        for (size_t i = kPerChunk; i-- > 0;) give_unlocked(chunk + i * block_);
+    }
+    void give_unlocked(void *p) {
+        Free *f = static_cast<Free *>(p);
+        f->next = free_;
+        free_ = f;
+    }
+};
+
+#if FLUXION_POOL_STATES
+BlockPool &state_pool(size_t size) {
+    static BlockPool *pool = new BlockPool(size);  // never destroyed: states may outlive statics
+    return *pool;
+}
+#endif
+}  // namespace
+
+void *Planner::State::operator new(size_t size) {
+#if FLUXION_POOL_STATES
+    return state_pool(size).take();
+#else
+    return ::operator new(size);
+#endif
+}
+
+void Planner::State::operator delete(void *p) noexcept {
+#if FLUXION_POOL_STATES
+    if (p) state_pool(sizeof(State)).give(p);
+#else
+    ::operator delete(p);
+#endif
+}
 
 Planner::Planner(int64_t start, int64_t duration, int64_t total)
     : start_(start), end_(start + duration), total_(total) {}

@@ -82,6 +82,10 @@ class Planner {
         int64_t iter_after = 0, iter_duration = 0, iter_request = 0;
         bool iter_set = false;
         bool any_seen = false;
+        // From a free list (see planner.cpp): states are made by the thousand
+        // as jobs land on fresh vertices.
+        static void *operator new(size_t size);
+        static void operator delete(void *p) noexcept;
     };
     int64_t start_ = 0;
     int64_t end_ = 0;
