@@ -528,10 +528,24 @@ int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs,
     SmallVec<int, 64> order;
     const std::vector<int> &now = V(u).by_outedges;
     order.assign(now.data(), now.data() + now.size());
+    // Below the pristine levels, test() turns a child away at once when no
+    // request names its type and none is a slot: count the visit as the walk
+    // would (the visit counts are reported) and spare the call.
+    const bool turned_away_early =
+        !pristine && !flexible() &&
+        std::none_of(rs.begin(), rs.end(), [this](const Resource &r) { return r.type == g_.types.slot; });
+    auto requested = [&rs](int type) {
+        return std::any_of(rs.begin(), rs.end(), [type](const Resource &r) { return r.type == type; });
+    };
     for (int e : order) {
         int tgt = E(e).target;
         if (visited(tgt)) continue;
         if (satisfied(type_of(tgt))) continue;
+        if (turned_away_early && !requested(type_of(tgt))) {
+            preorder_++;
+            errno_ = MatchErr::Busy;
+            continue;
+        }
         bool x_inout = *excl;
         if (dom_dfv(m, tgt, rs, pristine, &x_inout, dfu) == 0) {
             unsigned count = dfu.avail;
