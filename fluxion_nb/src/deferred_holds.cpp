@@ -68,17 +68,30 @@ int Traverser::defer_below(int u, Emission &out, const JobMeta &m, TypeCounts &d
     auto room = [](auto &v, size_t more) {
         if (v.capacity() < v.size() + more) v.reserve(std::max(v.size() + more, 2 * v.capacity()));
     };
-    room(out.vertices, last - first);
-    room(out.edges, last - first);
-    const int base = level_ - shadow_order_[last].depth;
+    const size_t count = last - first;
+    room(out.vertices, count);
+    room(out.edges, count);
+    const size_t v0 = out.vertices.size(), e0 = out.edges.size();
+    out.vertices.resize(v0 + count);
+    out.edges.resize(e0 + count);
+    // Plain pointers: the loop then keeps them in registers instead of
+    // reloading every vector's bounds after each store.
+    EmittedVertex *ov = out.vertices.data() + v0;
+    int *oe = out.edges.data() + e0;
+    const ShadowEntry *order = shadow_order_.data();
+    int64_t *sums = shadow_sums_.data();
+    char *seen = shadow_seen_.data();
+    Vertex *vs = g_.vertices.data();
+    const uint64_t epoch = epoch_;
+    const int base = level_ - order[last].depth;
     for (size_t i = first; i < last; ++i) {
-        const ShadowEntry &s = shadow_order_[i];
-        mark(s.vertex);
-        const Vertex &x = V(s.vertex);
-        shadow_sums_[static_cast<size_t>(x.type)] += x.size;
-        shadow_seen_[static_cast<size_t>(x.type)] = 1;
-        out.vertices.push_back(EmittedVertex{s.vertex, x.size, true, base + s.depth});
-        out.edges.push_back(s.edge);
+        const ShadowEntry &s = order[i];
+        Vertex &x = vs[static_cast<size_t>(s.vertex)];
+        x.color_epoch = epoch;  // mark()
+        sums[static_cast<size_t>(x.type)] += x.size;
+        seen[static_cast<size_t>(x.type)] = 1;
+        *ov++ = EmittedVertex{s.vertex, x.size, true, base + s.depth};
+        *oe++ = s.edge;
     }
     for (size_t t = 0; t < shadow_sums_.size(); ++t)
         if (shadow_seen_[t]) accum_if(static_cast<int>(t), shadow_sums_[t], dfu);

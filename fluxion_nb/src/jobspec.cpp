@@ -373,13 +373,14 @@ void append_int(std::string &out, int64_t v) {
     out.append(buf, res.ptr);
 }
 
+// Ids in increasing order; a repeated id is written once.
 template <class It>
 void append_idset(std::string &out, It it, It end) {
     bool first = true;
     while (it != end) {
         int64_t a = *it, b = a;
         It nx = std::next(it);
-        while (nx != end && *nx == b + 1) {
+        while (nx != end && (*nx == b + 1 || *nx == b)) {
             b = *nx;
             ++nx;
         }

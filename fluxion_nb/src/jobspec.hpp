@@ -76,7 +76,7 @@ Jobspec parse_jobspec_text(const std::string &json_text, const TypeTable &types,
 // Id sets ("0-3,7") and host lists ("node[0-3,7],login1").
 std::set<int64_t> parse_idset(const std::string &s);
 std::string format_idset(const std::set<int64_t> &ids);
-// The same for ids already sorted and unique, appended to `out`.
+// The same for ids already sorted (repeats allowed), appended to `out`.
 void append_sorted_idset(std::string &out, const int64_t *first, const int64_t *last);
 std::vector<std::string> expand_hostlist(const std::string &s);
 std::string compress_hostlist(const std::vector<std::string> &hosts);

@@ -98,13 +98,22 @@ class Evals {
             mark_prefix(k);
             return true;
         }
-        std::vector<const EdgeGroup *> at;
-        std::vector<ScoreKey> keys = sort_keys(at, k, cmp);
         chosen_.clear();
-        best_i_ = mark_needs(k, [&](unsigned i) -> EdgeGroup & {
-            chosen_.push_back(*at[keys[i].index]);
-            return chosen_.back();
-        });
+        if (size() == 1) {
+            // One group: nothing to order (a first-fit walk's common case).
+            const EdgeGroup &only = frozen_.empty() ? tail_[0] : (*frozen_[0])[0];
+            best_i_ = mark_needs(k, [&](unsigned) -> EdgeGroup & {
+                chosen_.push_back(only);
+                return chosen_.back();
+            });
+        } else {
+            std::vector<const EdgeGroup *> at;
+            std::vector<ScoreKey> keys = sort_keys(at, k, cmp);
+            best_i_ = mark_needs(k, [&](unsigned i) -> EdgeGroup & {
+                chosen_.push_back(*at[keys[i].index]);
+                return chosen_.back();
+            });
+        }
         whole_ = false;
         best_k_ = k;
         return true;
@@ -147,6 +156,7 @@ class Evals {
     template <class Cmp>
     void sort_in_place(Cmp cmp) {
         flatten();
+        if (tail_.size() < 2) return;  // already in order
         std::vector<const EdgeGroup *> at;
         std::vector<ScoreKey> keys = sort_keys(at, static_cast<unsigned>(tail_.size()), cmp);
         std::vector<EdgeGroup> sorted;

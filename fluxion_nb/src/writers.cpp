@@ -128,8 +128,10 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em,
     struct Pending {
         int type;
         SmallVec<int64_t, 64> ids;
+        bool sorted = true;  // ids arrive in order when a node is emitted whole
     };
-    Pending pending[2] = {{std::min(g.types.core, g.types.gpu), {}}, {std::max(g.types.core, g.types.gpu), {}}};
+    Pending pending[2] = {{std::min(g.types.core, g.types.gpu), {}, true},
+                          {std::max(g.types.core, g.types.gpu), {}, true}};
     // Nodes with the same children are written once, with all their ranks:
     // each group's children text is a slice of `sigs`.
     struct Group {
@@ -141,7 +143,9 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em,
     for (const auto &ev : em.vertices) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
         if (v.type == pending[0].type || v.type == pending[1].type) {
-            pending[v.type == pending[0].type ? 0 : 1].ids.push_back(v.id);
+            Pending &p = pending[v.type == pending[0].type ? 0 : 1];
+            if (!p.ids.empty() && v.id < p.ids.back()) p.sorted = false;
+            p.ids.push_back(v.id);
         } else if (v.type == g.types.node || v.type == g.types.storage_node) {
             if (nodes) nodes->emplace_back(v.rank, v.name);
             size_t at = sigs.size();
@@ -149,14 +153,14 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em,
             for (auto &p : pending) {
                 auto &ids = p.ids;
                 if (ids.empty()) continue;
-                if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
-                int64_t *last = std::unique(ids.begin(), ids.end());
+                if (!p.sorted) std::sort(ids.begin(), ids.end());
                 if (sigs.size() > at + 1) sigs += ", ";
                 json::dump_string(sigs, g.types.name(p.type));
                 sigs += ": \"";  // an id set needs no escaping
-                append_sorted_idset(sigs, ids.begin(), last);
+                append_sorted_idset(sigs, ids.begin(), ids.end());
                 sigs += '"';
                 ids.clear();
+                p.sorted = true;
             }
             sigs += '}';
             std::string_view sig(sigs.data() + at, sigs.size() - at);
@@ -176,9 +180,8 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em,
         if (k) out += ", ";
         out += "{\"rank\": \"";
         std::vector<int64_t> &ranks = groups[k].ranks;
-        std::sort(ranks.begin(), ranks.end());
-        auto last = std::unique(ranks.begin(), ranks.end());
-        append_sorted_idset(out, ranks.data(), ranks.data() + (last - ranks.begin()));
+        if (!std::is_sorted(ranks.begin(), ranks.end())) std::sort(ranks.begin(), ranks.end());
+        append_sorted_idset(out, ranks.data(), ranks.data() + ranks.size());
         out += "\", \"children\": ";
         out.append(sigs, groups[k].at, groups[k].len);
         out += '}';
