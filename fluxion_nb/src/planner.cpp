@@ -1,10 +1,12 @@
 #include "planner.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <thread>
 
 namespace fluxion {
 
@@ -25,18 +27,30 @@ namespace {
 #define FLUXION_POOL_STATES 1
 #endif
 
+// Held for a few instructions at a time: a flag is cheaper than a mutex.
+class SpinLock {
+   public:
+    void lock() noexcept {
+        while (flag_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+    }
+    void unlock() noexcept { flag_.clear(std::memory_order_release); }
+
+   private:
+    std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
+};
+
 class BlockPool {
    public:
     explicit BlockPool(size_t block) : block_((block + kAlign - 1) / kAlign * kAlign) {}
     void *take() {
-        std::lock_guard<std::mutex> lk(mu_);
+        std::lock_guard<SpinLock> lk(mu_);
         if (!free_) refill();
         Free *f = free_;
         free_ = f->next;
         return f;
     }
     void give(void *p) noexcept {
-        std::lock_guard<std::mutex> lk(mu_);
+        std::lock_guard<SpinLock> lk(mu_);
         Free *f = static_cast<Free *>(p);
         f->next = free_;
         free_ = f;
@@ -49,7 +63,7 @@ class BlockPool {
     static constexpr size_t kAlign = alignof(std::max_align_t);
     static constexpr size_t kPerChunk = 128;
     size_t block_;
-    std::mutex mu_;
+    SpinLock mu_;
     Free *free_ = nullptr;
     void refill() {
         char *chunk = static_cast<char *>(std::malloc(block_ * kPerChunk));
