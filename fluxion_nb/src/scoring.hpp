@@ -107,8 +107,8 @@ class Evals {
                 return chosen_.back();
             });
         } else {
-            std::vector<const EdgeGroup *> at;
-            std::vector<ScoreKey> keys = sort_keys(at, k, cmp);
+            std::vector<const EdgeGroup *> &at = scratch_groups();
+            const std::vector<ScoreKey> &keys = sort_keys(at, k, cmp);
             best_i_ = mark_needs(k, [&](unsigned i) -> EdgeGroup & {
                 chosen_.push_back(*at[keys[i].index]);
                 return chosen_.back();
@@ -157,12 +157,22 @@ class Evals {
     void sort_in_place(Cmp cmp) {
         flatten();
         if (tail_.size() < 2) return;  // already in order
-        std::vector<const EdgeGroup *> at;
-        std::vector<ScoreKey> keys = sort_keys(at, static_cast<unsigned>(tail_.size()), cmp);
-        std::vector<EdgeGroup> sorted;
+        std::vector<const EdgeGroup *> &at = scratch_groups();
+        const std::vector<ScoreKey> &keys = sort_keys(at, static_cast<unsigned>(tail_.size()), cmp);
+        // Moved into a spare list that then trades places with this one, so
+        // both buffers live on (this one in the spare) for the next sort.
+        static thread_local std::vector<EdgeGroup> sorted;
+        sorted.clear();
         sorted.reserve(tail_.size());
         for (const ScoreKey &key : keys) sorted.push_back(std::move(tail_[key.index]));
-        tail_ = std::move(sorted);
+        tail_.swap(sorted);
+        sorted.clear();
+    }
+    // Scratch for one sort at a time (sorts do not nest), kept per thread so
+    // a sort allocates nothing once the lists have been this long before.
+    static std::vector<const EdgeGroup *> &scratch_groups() {
+        static thread_local std::vector<const EdgeGroup *> at;
+        return at;
     }
     // Sets each group's share of k units, in order; returns how many groups it took.
     template <class GroupAt>
@@ -195,13 +205,14 @@ class Evals {
     // the groups would) far enough to cover k units; `at` maps key indexes to
     // groups.
     template <class Cmp>
-    std::vector<ScoreKey> sort_keys(std::vector<const EdgeGroup *> &at, unsigned k, Cmp cmp) const {
+    const std::vector<ScoreKey> &sort_keys(std::vector<const EdgeGroup *> &at, unsigned k, Cmp cmp) const {
         at.clear();
         at.reserve(size());
         for (const auto &run : frozen_)
             for (const EdgeGroup &g : *run) at.push_back(&g);
         for (const EdgeGroup &g : tail_) at.push_back(&g);
-        std::vector<ScoreKey> keys(at.size());
+        static thread_local std::vector<ScoreKey> keys;
+        keys.resize(at.size());
         auto fill = [&] {
             for (uint32_t i = 0; i < keys.size(); ++i) keys[i] = ScoreKey{at[i]->score, i};
         };
@@ -285,7 +296,10 @@ class EvalsByType {
     std::vector<value_type> items_;  // [0, live_) in use, sorted by type; the rest cleared
     size_t live_ = 0;
     iterator lower(int type) {
-        return std::lower_bound(begin(), end(), type, [](const value_type &v, int t) { return v.first < t; });
+        // A handful of entries: a scan beats a binary search.
+        iterator it = begin(), stop = end();
+        while (it != stop && it->first < type) ++it;
+        return it;
     }
 };
 
