@@ -367,12 +367,6 @@ std::set<int64_t> parse_idset(const std::string &s) {
 }
 
 namespace {
-void append_int(std::string &out, int64_t v) {
-    char buf[24];
-    auto res = std::to_chars(buf, buf + sizeof buf, v);
-    out.append(buf, res.ptr);
-}
-
 // Ids in increasing order; a repeated id is written once.
 template <class It>
 void append_idset(std::string &out, It it, It end) {
@@ -386,10 +380,10 @@ void append_idset(std::string &out, It it, It end) {
         }
         if (!first) out += ',';
         first = false;
-        append_int(out, a);
+        json::append_int(out, a);
         if (b > a) {
             out += '-';
-            append_int(out, b);
+            json::append_int(out, b);
         }
         it = nx;
     }

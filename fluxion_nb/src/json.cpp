@@ -489,7 +489,7 @@ void dump_into(std::string &out, const Value &v, bool spaced) {
             out += v.as_bool() ? "true" : "false";
             break;
         case Kind::Int:
-            out += std::to_string(v.as_int());
+            append_int(out, v.as_int());
             break;
         case Kind::Double: {
             char buf[64];
@@ -597,6 +597,12 @@ Value to_value(const Node &n) {
 }
 
 Value parse(std::string_view text) { return to_value(parse_document(text).root()); }
+
+void append_int(std::string &out, int64_t v) {
+    char buf[24];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, res.ptr);
+}
 
 void dump_string(std::string &out, std::string_view s) {
     out += '"';

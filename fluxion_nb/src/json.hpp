@@ -127,6 +127,8 @@ Value parse(std::string_view text);
 // Serialise. `spaced` writes ", " and ": " separators like Python's json.dumps defaults.
 std::string dump(const Value &v, bool spaced = true);
 void dump_string(std::string &out, std::string_view s);
+// Appends `v` in decimal, as a JSON number.
+void append_int(std::string &out, int64_t v);
 // Appends code point `cp` (at most U+10FFFF, not a surrogate) as UTF-8.
 void append_utf8(std::string &out, uint32_t cp);
 

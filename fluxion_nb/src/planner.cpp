@@ -51,9 +51,7 @@ class BlockPool {
     }
     void give(void *p) noexcept {
         std::lock_guard<SpinLock> lk(mu_);
-        Free *f = static_cast<Free *>(p);
-        f->next = free_;
-        free_ = f;
+        give_unlocked(p);
     }
 
    private:
@@ -70,7 +68,7 @@ class BlockPool {
         if (!chunk) throw std::bad_alloc();
         for (size_t i = kPerChunk; i-- > 0;) give_unlocked(chunk + i * block_);
     }
-    void give_unlocked(void *p) {
+    void give_unlocked(void *p) noexcept {
         Free *f = static_cast<Free *>(p);
         f->next = free_;
         free_ = f;

@@ -278,8 +278,9 @@ class EvalsByType {
         return it->second;
     }
     size_t count(int type) const {
-        auto it = const_cast<EvalsByType *>(this)->lower(type);
-        return it != const_cast<EvalsByType *>(this)->end() && it->first == type ? 1 : 0;
+        for (auto it = begin(); it != end() && it->first <= type; ++it)
+            if (it->first == type) return 1;
+        return 0;
     }
     iterator begin() { return items_.begin(); }
     iterator end() { return items_.begin() + static_cast<std::ptrdiff_t>(live_); }

@@ -1,7 +1,6 @@
 #include "writers.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <set>
 #include <string_view>
@@ -189,12 +188,6 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em,
     out += ']';
 }
 
-void append_int(std::string &out, int64_t v) {
-    char buf[24];
-    auto res = std::to_chars(buf, buf + sizeof buf, v);
-    out.append(buf, res.ptr);
-}
-
 void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched) {
     out += "{\"version\": 1, \"execution\": {\"R_lite\": ";
     std::vector<std::pair<int64_t, std::string_view>> ranked;
@@ -211,9 +204,9 @@ void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched
         json::dump_string(out, list);
     }
     out += "], \"starttime\": ";
-    append_int(out, em.starttime);
+    json::append_int(out, em.starttime);
     out += ", \"expiration\": ";
-    append_int(out, em.expiration);
+    json::append_int(out, em.expiration);
     out += '}';
     if (sched) {
         out += ", \"scheduling\": ";
