@@ -181,7 +181,34 @@ struct Metadata {
     }
 };
 
-bool is_root_path(std::string_view path) { return std::count(path.begin(), path.end(), '/') == 1; }
+// Exactly one '/': the scan stops at the second, which most paths reach soon.
+bool is_root_path(std::string_view path) {
+    size_t first = path.find('/');
+    return first != std::string_view::npos && path.find('/', first + 1) == std::string_view::npos;
+}
+
+// Vertex ids that are small decimal numbers ("0", "17"), as flux-sched and
+// the Kubernetes graph write them, find their pending vertex through an
+// array; a hash lookup of a key in a large graph costs several cache
+// misses, an edge two lookups. Whether a key has a slot depends on the key
+// alone, so a key without one is simply not a numbered id.
+class NumberedIds {
+   public:
+    explicit NumberedIds(size_t capacity) : at_(capacity, -1) {}
+    // The slot of a canonical decimal id below the capacity, else null.
+    int *slot(std::string_view key) {
+        if (key.empty() || key.size() > 9 || (key[0] == '0' && key.size() > 1)) return nullptr;
+        size_t n = 0;
+        for (char c : key) {
+            if (c < '0' || c > '9') return nullptr;
+            n = n * 10 + static_cast<size_t>(c - '0');
+        }
+        return n < at_.size() ? &at_[n] : nullptr;
+    }
+
+   private:
+    std::vector<int> at_;
+};
 
 }  // namespace
 
@@ -317,6 +344,20 @@ std::vector<int> Graph::read_jgf(std::string_view text, bool attach) {
     };
     new_keys.reserve(text.size() / 256);
     new_paths.reserve(text.size() / 256);
+    NumberedIds numbered(text.size() / 128 + 1024);  // id -> index in pend, for numbered ids
+    auto new_key_index = [&](std::string_view key) {
+        const int *slot = numbered.slot(key);
+        return slot ? *slot : new_keys.find(key);
+    };
+    // While a vertex is read, the index slots the next one will take are
+    // fetched: its id's and its dominant path's.
+    auto prefetch_slots = [&](const json::Node &next) {
+        if (const json::Node *id = next.find("id"); id && id->is_string()) new_keys.prefetch(id->str());
+        if (const json::Node *md = next.find("metadata"))
+            if (const json::Node *paths = md->find("paths"))
+                if (const json::Node *path = paths->find(dom); path && path->is_string())
+                    new_paths.prefetch(path->str());
+    };
     size_t i = 0;
     // Vertices are read while the text is parsed, so the nodes never exist
     // as one document. A syntax error anywhere and the checks on the
@@ -414,6 +455,7 @@ std::vector<int> Graph::read_jgf(std::string_view text, bool attach) {
         // only asked about keys already present.
         if (new_keys.insert(p.key, static_cast<int>(pend.size())) != static_cast<int>(pend.size()))
             throw InputError(where.str() + ": duplicate vertex id");
+        if (int *slot = numbered.slot(p.key)) *slot = static_cast<int>(pend.size());
         // A root path other than the graph's is a second root, whatever its id.
         if (attach && root >= 0 && is_root_path(v.path) && vertices[static_cast<size_t>(root)].path != v.path)
             throw InputError(std::string(kDuplicateRoot) + " " + std::string(v.path) + ": the graph's root is " +
@@ -454,15 +496,17 @@ std::vector<int> Graph::read_jgf(std::string_view text, bool attach) {
         }
         pend.push_back(p);
     };
-    json::Document parsed = json::parse_document(text, {"graph", "nodes"}, [&](const json::Node &n) {
+    auto on_node = [&](const json::Node &n, const json::Node *next) {
         if (!node_error.empty()) return;
+        if (next && next->is_object()) prefetch_slots(*next);
         try {
             read_node(&n);
             ++i;
         } catch (const InputError &e) {
             node_error = e.what();
         }
-    });
+    };
+    json::Document parsed = json::parse_document(text, {"graph", "nodes"}, on_node);
     const json::Node &doc = parsed.root();
     if (!doc.is_object()) throw InputError("JGF: the document must be an object");
     const json::Node &g = require(doc, "graph", std::string("JGF"));
@@ -519,8 +563,8 @@ std::vector<int> Graph::read_jgf(std::string_view text, bool attach) {
                     subsystem = ss->str();
                 }
             note_subsystem(subsystem);
-            int src_new = new_keys.find(src);
-            int tgt_new = new_keys.find(tgt);
+            int src_new = new_key_index(src);
+            int tgt_new = new_key_index(tgt);
             int src_v = src_new >= 0 ? pend[static_cast<size_t>(src_new)].vertex : key_to_vertex_.find(src);
             int tgt_v = tgt_new >= 0 ? pend[static_cast<size_t>(tgt_new)].vertex : key_to_vertex_.find(tgt);
             bool src_known = src_v >= 0;

@@ -8,6 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "errors.hpp"
 
@@ -134,24 +137,39 @@ class DocumentBuilder {
 
     // Storage for strings, kept with the document.
     void *alloc(size_t bytes) { return kept_.alloc(bytes); }
-    // Storage for arrays and objects: kept, or freed after the current
-    // streamed element.
-    void *alloc_container(size_t bytes) { return transient_ ? element_.alloc(bytes) : kept_.alloc(bytes); }
+    // Storage for arrays and objects: kept, or freed once the streamed
+    // element after the current one has been handed over. Two arenas take
+    // turns, so an element and the one after it are alive together.
+    void *alloc_container(size_t bytes) {
+        return transient_ ? element_[turn_].alloc(bytes) : kept_.alloc(bytes);
+    }
     void begin_element() { transient_ = true; }
+    // The current element is complete: the next one goes to the other arena,
+    // whose element (the one before) has been handed over by now.
     void end_element() {
         transient_ = false;
-        element_.reset();
+        turn_ ^= 1;
+        element_[turn_].reset();
     }
     Node &root() { return d_.root_; }
 
    private:
     Document &d_;
     Arena kept_;
-    Arena element_;
+    Arena element_[2];
+    int turn_ = 0;
     bool transient_ = false;
 };
 
 namespace {
+
+// Bytes a JSON string holds as they are (not a quote, backslash or control).
+constexpr struct PlainBytes {
+    bool at[256];
+    constexpr PlainBytes() : at() {
+        for (int c = 0x20; c < 256; ++c) at[c] = c != '"' && c != '\\';
+    }
+} kPlain;
 
 class Parser {
    public:
@@ -316,19 +334,25 @@ class Parser {
     }
 
     // The elements of a non-empty streamed array, past its '['.
+    // Each element is handed over once the one after it is read.
     Node streamed(int depth) {
+        Node before;
+        bool have_before = false;
         for (;;) {
             skip_ws();
             b_.begin_element();
             Node item = value(depth + 1, -1);
-            on_element_(item);
+            if (have_before) on_element_(before, &item);
             b_.end_element();
+            before = item;
+            have_before = true;
             skip_ws();
             if (peek() == ',') {
                 ++p_;
                 continue;
             }
             expect(']');
+            on_element_(before, nullptr);
             Node v = make(Kind::Array);
             v.items = nullptr;
             return v;
@@ -353,34 +377,48 @@ class Parser {
         return cp;
     }
 
+    // Moves past the bytes a string may hold as they are: it stops at a
+    // quote, a backslash, a control character or the end of the text.
+    void skip_plain() {
+        const size_t n = t_.size();
+        const char *d = t_.data();
+#if defined(__SSE2__)
+        // Sixteen bytes a step while they lie inside the text.
+        const __m128i quote = _mm_set1_epi8('"');
+        const __m128i backslash = _mm_set1_epi8('\\');
+        const __m128i control = _mm_set1_epi8(0x1F);
+        while (p_ + 16 <= n) {
+            const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(d + p_));
+            const __m128i stop = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(c, quote), _mm_cmpeq_epi8(c, backslash)),
+                _mm_cmpeq_epi8(_mm_max_epu8(c, control), control));
+            const unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(stop));
+            if (mask) {
+                p_ += static_cast<size_t>(__builtin_ctz(mask));
+                return;
+            }
+            p_ += 16;
+        }
+#endif
+        while (p_ < n && kPlain.at[static_cast<unsigned char>(d[p_])]) ++p_;
+    }
+
     // A string without escapes is a view into the input; one with escapes is
     // decoded into the arena.
     std::string_view string() {
         expect('"');
-        size_t start = p_;
-        // Most string bytes are plain: skip them with one table lookup each.
-        static const struct Plain {
-            bool at[256];
-            Plain() : at() {
-                for (int c = 0x20; c < 256; ++c) at[c] = c != '"' && c != '\\';
-            }
-        } plain;
-        const size_t n = t_.size();
-        const char *d = t_.data();
-        while (p_ < n && plain.at[static_cast<unsigned char>(d[p_])]) ++p_;
-        while (p_ < t_.size()) {
-            char c = t_[p_];
-            if (c == '"') {
-                std::string_view out = t_.substr(start, p_ - start);
-                ++p_;
-                if (out.size() > UINT32_MAX) fail("string too long");
-                return out;
-            }
-            if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-            if (c == '\\') return escaped_string(start);
+        const size_t start = p_;
+        skip_plain();
+        if (p_ >= t_.size()) fail("unterminated string");
+        const char c = t_[p_];
+        if (c == '"') {
+            const size_t len = p_ - start;
             ++p_;
+            if (len > UINT32_MAX) fail("string too long");
+            return {t_.data() + start, len};
         }
-        fail("unterminated string");
+        if (c == '\\') return escaped_string(start);
+        fail("control character in string");
     }
 
     std::string_view escaped_string(size_t start) {

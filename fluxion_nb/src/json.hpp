@@ -110,10 +110,12 @@ class Document {
     std::vector<std::unique_ptr<char, Free>> chunks_;
 };
 
-// Called with each element of a streamed array while the text is parsed.
-// The element's arrays and objects are freed after the call (keep no Node
+// Called with each element of a streamed array while the text is parsed,
+// once the element after it (`next`, null for the last) has been read too,
+// so a reader can start fetching what the next element will need. The
+// element's arrays and objects are freed after the call (keep no Node
 // pointers); its strings live as long as the Document.
-using ElementFn = std::function<void(const Node &)>;
+using ElementFn = std::function<void(const Node &element, const Node *next)>;
 
 // Parse a complete JSON text; throws fluxion::InputError with the byte offset on error.
 // When `stream` names an array by its object keys from the root (the first

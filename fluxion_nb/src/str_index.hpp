@@ -5,6 +5,7 @@
 // allocated nodes, and growing never reads a key.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string_view>
 #include <utility>
@@ -42,6 +43,16 @@ class StrIndex {
         for (size_t i = h & mask(); slots_[i].id >= 0; i = (i + 1) & mask())
             if (slots_[i].tag == h && key_of_(slots_[i].id) == key) return slots_[i].id;
         return -1;
+    }
+    // Starts loading the slot a lookup of `key` begins at, so that a find
+    // or insert of it a little later need not wait for memory.
+    void prefetch(std::string_view key) const {
+        if (slots_.empty()) return;
+        const Slot *slot = &slots_[hash(key) & mask()];
+        __builtin_prefetch(slot);
+        // GCC finds a function whose only effect is a prefetch pure, and
+        // drops calls to it; an empty asm that takes the address is kept.
+        asm volatile("" : : "r"(slot));
     }
     // Adds `key` -> `id` unless the key is present; returns the id in force.
     // Only ids already in the index are looked up, so `key_of(id)` for the
@@ -89,9 +100,31 @@ class StrIndex {
     KeyOf key_of_;
 
     size_t mask() const { return slots_.size() - 1; }
+    // Eight bytes a step, each folded in with a multiply and a shift; the
+    // last word overlaps the one before it instead of going byte by byte.
     static uint32_t hash(std::string_view s) {
-        uint64_t h = std::hash<std::string_view>{}(s);
+        const char *p = s.data();
+        size_t n = s.size();
+        uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+        auto mix = [&h](uint64_t w) {
+            h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+            h ^= h >> 31;
+        };
+        if (n >= 8) {
+            for (; n > 8; p += 8, n -= 8) mix(load8(p));
+            mix(load8(p + n - 8));
+        } else {
+            uint64_t w = 0;
+            for (size_t i = 0; i < n; ++i) w |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+            mix(w);
+        }
+        h *= 0x94D049BB133111EBull;
         return static_cast<uint32_t>(h ^ (h >> 32));
+    }
+    static uint64_t load8(const char *p) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        return w;
     }
     int put(std::string_view key, int id, bool overwrite) {
         if ((size_ + 1) * 2 > slots_.size()) rehash(slots_.empty() ? 16 : slots_.size() * 2);

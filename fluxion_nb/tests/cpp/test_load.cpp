@@ -83,23 +83,39 @@ TEST(JsonDocument, SyntaxErrorsNameTheByte) {
 TEST(JsonDocument, StreamsTheNamedArrayElementByElement) {
     const char *text = R"({"x": {"items": [9]}, "g": {"items": [{"a": [1, 2], "s": "p\"q"}, 3, "s"], "items": [7]},
                           "g": {"items": [8]}})";
-    std::vector<std::string> seen;
-    json::Document d = json::parse_document(text, {"g", "items"}, [&](const json::Node &n) {
+    std::vector<std::string> seen, next;
+    json::Document d = json::parse_document(text, {"g", "items"}, [&](const json::Node &n, const json::Node *after) {
         seen.push_back(json::dump(json::to_value(n)));
+        next.push_back(after ? json::dump(json::to_value(*after)) : "none");
     });
     // Only the first "g" and its first "items" stream; the array stays empty.
     ASSERT_EQ(seen.size(), 3u);
     EXPECT_EQ(seen[0], R"({"a": [1, 2], "s": "p\"q"})");
     EXPECT_EQ(seen[1], "3");
     EXPECT_EQ(seen[2], "\"s\"");
+    // Each element comes with the one after it, whole.
+    EXPECT_EQ(next[0], "3");
+    EXPECT_EQ(next[1], "\"s\"");
+    EXPECT_EQ(next[2], "none");
     EXPECT_EQ(d.root().find("g")->find("items")->size(), 0u);
     EXPECT_EQ(json::dump(json::to_value(*d.root().find("x"))), R"({"items": [9]})");
-    // Elements seen before a syntax error are still reported; the error wins.
-    int count = 0;
+    // Two arenas take turns: an element and the next stay whole while both
+    // are handed over, over more elements than there are arenas.
+    std::string pairs;
+    json::parse_document(R"({"g": {"items": [{"a": [1]}, {"b": [2, {"c": 3}]}, {"d": []}, {"e": [4]}]}})",
+                         {"g", "items"}, [&](const json::Node &n, const json::Node *after) {
+                             pairs += json::dump(json::to_value(n)) + " > " +
+                                      (after ? json::dump(json::to_value(*after)) : "none") + "; ";
+                         });
+    EXPECT_EQ(pairs, R"({"a": [1]} > {"b": [2, {"c": 3}]}; {"b": [2, {"c": 3}]} > {"d": []}; )"
+                     R"({"d": []} > {"e": [4]}; {"e": [4]} > none; )");
+    // Elements followed by a complete element before a syntax error are
+    // still reported; the error wins.
+    std::vector<int64_t> got;
     EXPECT_EQ(error_of([&] { json::parse_document(R"({"g": {"items": [1, 2, }})", {"g", "items"},
-                                                  [&](const json::Node &) { ++count; }); }),
+                                                  [&](const json::Node &n, const json::Node *) { got.push_back(n.as_int()); }); }),
               "invalid JSON at byte 23: unexpected character");
-    EXPECT_EQ(count, 2);
+    EXPECT_EQ(got, std::vector<int64_t>{1});
 }
 
 TEST(StrIndex, InsertFindEraseAcrossGrowth) {
@@ -196,6 +212,39 @@ TEST(GraphLoad, BadJgfLeavesTheGraphAsItWas) {
     EXPECT_EQ(g.find_path("/cluster0/node9"), -1);
     EXPECT_EQ(g.attach_jgf(good).size(), 1u);
     EXPECT_GE(g.find_path("/cluster0/node9"), 0);
+}
+
+TEST(GraphLoad, IdsOfEveryFormFindTheirVertex) {
+    // Small decimal ids take the array, the rest the hash index: "7" and
+    // "07" are different vertices, and so are ids past nine digits.
+    Graph g;
+    g.load_jgf(R"({"graph":{"nodes":[
+        {"id":"0","metadata":{"type":"cluster","paths":{"containment":"/c"}}},
+        {"id":"07","metadata":{"type":"node","paths":{"containment":"/c/a"}}},
+        {"id":"7","metadata":{"type":"node","paths":{"containment":"/c/b"}}},
+        {"id":9,"metadata":{"type":"node","paths":{"containment":"/c/d"}}},
+        {"id":"x","metadata":{"type":"core","uniq_id":20,"paths":{"containment":"/c/a/x"}}},
+        {"id":"12345678901","metadata":{"type":"core","paths":{"containment":"/c/b/big"}}},
+        {"id":"5","metadata":{"type":"core","paths":{"containment":"/c/d/five"}}}],
+      "edges":[{"source":"0","target":"07"},{"source":"0","target":"7"},{"source":"0","target":9},
+               {"source":"07","target":"x"},{"source":"7","target":"12345678901"},{"source":"9","target":"5"}]}})");
+    auto parent_path = [&](const char *path) {
+        int v = g.find_path(path);
+        for (const Edge &e : g.edges)
+            if (e.target == v) return std::string(g.vertices[static_cast<size_t>(e.source)].path);
+        return std::string("none");
+    };
+    EXPECT_EQ(parent_path("/c/a"), "/c");
+    EXPECT_EQ(parent_path("/c/a/x"), "/c/a");
+    EXPECT_EQ(parent_path("/c/b/big"), "/c/b");
+    EXPECT_EQ(parent_path("/c/d/five"), "/c/d");
+    EXPECT_EQ(g.edges.size(), 6u);
+    auto load = [](const std::string &t) { return error_of([&] { Graph h; h.load_jgf(t); }); };
+    // A numbered id no vertex has is unknown even when a zero-padded one exists.
+    EXPECT_EQ(load(R"({"graph":{"nodes":[{"id":"0","metadata":{"type":"x","paths":{"containment":"/x"}}},
+                                         {"id":"01","metadata":{"type":"x","paths":{"containment":"/x/y"}}}],
+                                "edges":[{"source":"0","target":"1"}]}})"),
+              "JGF edge 0: unknown target vertex '1'");
 }
 
 TEST(GraphLoad, ErrorsNameTheElement) {
