@@ -2,7 +2,9 @@
 // one heap block (none while empty). A vertex keeps several per-job tables
 // (allocations, tags, spans); most hold zero or one job, and a node-wide
 // allocation fills them for every vertex below the node, so a table costs
-// one allocation at most instead of one per entry.
+// one allocation at most instead of one per entry. A table's first block,
+// with room for one entry, comes from a pool (block_pool.hpp): a placement
+// gives many vertices their first entry at once.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +12,8 @@
 #include <new>
 #include <type_traits>
 #include <utility>
+
+#include "block_pool.hpp"
 
 namespace fluxion {
 
@@ -43,7 +47,7 @@ class FlatTable {
         }
         return *this;
     }
-    ~FlatTable() { std::free(b_); }
+    ~FlatTable() { release(); }
 
     bool empty() const { return size() == 0; }
     size_t size() const { return b_ ? head()->size : 0; }
@@ -74,7 +78,7 @@ class FlatTable {
         return 1;
     }
     void clear() {
-        std::free(b_);
+        release();
         b_ = nullptr;
     }
 
@@ -104,7 +108,16 @@ class FlatTable {
     static constexpr size_t kOffset = alignof(Entry) > sizeof(Head) ? alignof(Entry) : sizeof(Head);
     void *b_ = nullptr;
 
+    // A block with room for one entry: taken from the pool, never resized.
+    static constexpr size_t kFirstBlock = kOffset + sizeof(Entry);
     Head *head() const { return static_cast<Head *>(b_); }
+    void release() noexcept {
+        if (!b_) return;
+        if (head()->cap == 1)
+            give_block<kFirstBlock>(b_);
+        else
+            std::free(b_);
+    }
     Entry *data() const {
         return b_ ? reinterpret_cast<Entry *>(static_cast<char *>(b_) + kOffset) : nullptr;
     }
@@ -126,11 +139,25 @@ class FlatTable {
     void reserve(size_t n) {
         size_t cap = b_ ? head()->cap : 0;
         if (n <= cap) return;
-        size_t ncap = cap == 0 ? 1 : cap * 2;
+        if (n == 1) {
+            b_ = take_block<kFirstBlock>();
+            *head() = Head{0, 1};
+            return;
+        }
+        size_t ncap = cap == 0 ? n : cap * 2;
         if (ncap < n) ncap = n;
-        void *nb = std::realloc(b_, kOffset + ncap * sizeof(Entry));
-        if (!nb) throw std::bad_alloc();
-        if (!b_) static_cast<Head *>(nb)->size = 0;
+        void *nb;
+        if (cap == 1) {
+            // Out of the pool's block into one that can grow.
+            nb = std::malloc(kOffset + ncap * sizeof(Entry));
+            if (!nb) throw std::bad_alloc();
+            std::memcpy(nb, b_, kFirstBlock);
+            give_block<kFirstBlock>(b_);
+        } else {
+            nb = std::realloc(b_, kOffset + ncap * sizeof(Entry));
+            if (!nb) throw std::bad_alloc();
+            if (!b_) static_cast<Head *>(nb)->size = 0;
+        }
         b_ = nb;
         head()->cap = static_cast<uint32_t>(ncap);
     }

@@ -1,103 +1,17 @@
 #include "planner.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdlib>
-#include <mutex>
 #include <new>
-#include <thread>
+
+#include "block_pool.hpp"
 
 namespace fluxion {
 
-namespace {
-// A placement fills graphs with fresh planner states, and every fresh block
-// took malloc's slowest path. States are carved from chunks instead and kept
-// on a free list when released; the chunks live as long as the process and
-// serve every graph in it, so a process holds at most its peak of states.
-// Sanitizer builds use plain malloc, to keep catching misuse of a state.
-#if defined(__SANITIZE_ADDRESS__)
-#define FLUXION_POOL_STATES 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FLUXION_POOL_STATES 0
-#endif
-#endif
-#ifndef FLUXION_POOL_STATES
-#define FLUXION_POOL_STATES 1
-#endif
+void *Planner::State::operator new(size_t) { return take_block<sizeof(State)>(); }
 
-// Held for a few instructions at a time: a flag is cheaper than a mutex.
-class SpinLock {
-   public:
-    void lock() noexcept {
-        while (flag_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-    }
-    void unlock() noexcept { flag_.clear(std::memory_order_release); }
-
-   private:
-    std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
-};
-
-class BlockPool {
-   public:
-    explicit BlockPool(size_t block) : block_((block + kAlign - 1) / kAlign * kAlign) {}
-    void *take() {
-        std::lock_guard<SpinLock> lk(mu_);
-        if (!free_) refill();
-        Free *f = free_;
-        free_ = f->next;
-        return f;
-    }
-    void give(void *p) noexcept {
-        std::lock_guard<SpinLock> lk(mu_);
-        give_unlocked(p);
-    }
-
-   private:
-    struct Free {
-        Free *next;
-    };
-    static constexpr size_t kAlign = alignof(std::max_align_t);
-    static constexpr size_t kPerChunk = 128;
-    size_t block_;
-    SpinLock mu_;
-    Free *free_ = nullptr;
-    void refill() {
-        char *chunk = static_cast<char *>(std::malloc(block_ * kPerChunk));
-        if (!chunk) throw std::bad_alloc();
-        for (size_t i = kPerChunk; i-- > 0;) give_unlocked(chunk + i * block_);
-    }
-    void give_unlocked(void *p) noexcept {
-        Free *f = static_cast<Free *>(p);
-        f->next = free_;
-        free_ = f;
-    }
-};
-
-#if FLUXION_POOL_STATES
-BlockPool &state_pool(size_t size) {
-    static BlockPool *pool = new BlockPool(size);  // never destroyed: states may outlive statics
-    return *pool;
-}
-#endif
-}  // namespace
-
-void *Planner::State::operator new(size_t size) {
-#if FLUXION_POOL_STATES
-    return state_pool(size).take();
-#else
-    return ::operator new(size);
-#endif
-}
-
-void Planner::State::operator delete(void *p) noexcept {
-#if FLUXION_POOL_STATES
-    if (p) state_pool(sizeof(State)).give(p);
-#else
-    ::operator delete(p);
-#endif
-}
+void Planner::State::operator delete(void *p) noexcept { give_block<sizeof(State)>(p); }
 
 Planner::Planner(int64_t start, int64_t duration, int64_t total)
     : start_(start), end_(start + duration), total_(total) {}
