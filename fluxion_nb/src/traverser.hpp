@@ -35,6 +35,10 @@ struct JobMeta {
 };
 
 struct EmittedVertex {
+    // Left unset by default: a node emitted whole grows the emission by its
+    // subtree at once and writes every entry right after.
+    EmittedVertex() {}
+    EmittedVertex(int v, int64_t n, bool x, int l) : vertex(v), needs(n), exclusive(x), level(l) {}
     int vertex;
     int64_t needs;
     bool exclusive;
