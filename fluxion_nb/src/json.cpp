@@ -421,63 +421,62 @@ class Parser {
         fail("control character in string");
     }
 
+    // Decodes a string with escapes into the arena, from `start` (past the
+    // opening quote); the plain runs between escapes are skipped as string()
+    // skips them.
     std::string_view escaped_string(size_t start) {
         std::string &out = scratch_;
         out.clear();
-        while (p_ < t_.size()) {
-            char c = t_[p_];
+        for (;;) {
+            skip_plain();
+            out.append(t_.data() + start, p_ - start);
+            if (p_ >= t_.size()) fail("unterminated string");
+            const char c = t_[p_];
             if (c == '"') {
-                out.append(t_.data() + start, p_ - start);
                 ++p_;
                 if (out.size() > UINT32_MAX) fail("string too long");
                 char *mem = static_cast<char *>(b_.alloc(out.size() + 1));
                 std::memcpy(mem, out.data(), out.size());
                 return std::string_view(mem, out.size());
             }
-            if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-            if (c == '\\') {
-                out.append(t_.data() + start, p_ - start);
-                ++p_;
-                if (p_ >= t_.size()) break;
-                char e = t_[p_++];
-                switch (e) {
-                    case '"': out += '"'; break;
-                    case '\\': out += '\\'; break;
-                    case '/': out += '/'; break;
-                    case 'b': out += '\b'; break;
-                    case 'f': out += '\f'; break;
-                    case 'n': out += '\n'; break;
-                    case 'r': out += '\r'; break;
-                    case 't': out += '\t'; break;
-                    case 'u': {
-                        uint32_t cp = hex4();
-                        if (cp >= 0xDC00 && cp < 0xE000)
-                            fail("lone low surrogate \\u escape (not valid Unicode); "
-                                 "write the character itself or a high+low surrogate pair");
-                        if (cp >= 0xD800 && cp < 0xDC00) {
-                            uint32_t lo = 0;
-                            if (p_ + 1 < t_.size() && t_[p_] == '\\' && t_[p_ + 1] == 'u') {
-                                p_ += 2;
-                                lo = hex4();
-                            }
-                            if (!(lo >= 0xDC00 && lo < 0xE000))
-                                fail("high surrogate \\u escape not followed by a low surrogate "
-                                     "(not valid Unicode); write the character itself or a "
-                                     "high+low surrogate pair");
-                            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                        }
-                        append_utf8(out, cp);
-                        break;
-                    }
-                    default:
-                        fail("bad escape in string");
-                }
-                start = p_;
-                continue;
-            }
+            if (c != '\\') fail("control character in string");
             ++p_;
+            if (p_ >= t_.size()) fail("unterminated string");
+            char e = t_[p_++];
+            switch (e) {
+                case '"': out += '"'; break;
+                case '\\': out += '\\'; break;
+                case '/': out += '/'; break;
+                case 'b': out += '\b'; break;
+                case 'f': out += '\f'; break;
+                case 'n': out += '\n'; break;
+                case 'r': out += '\r'; break;
+                case 't': out += '\t'; break;
+                case 'u': {
+                    uint32_t cp = hex4();
+                    if (cp >= 0xDC00 && cp < 0xE000)
+                        fail("lone low surrogate \\u escape (not valid Unicode); "
+                             "write the character itself or a high+low surrogate pair");
+                    if (cp >= 0xD800 && cp < 0xDC00) {
+                        uint32_t lo = 0;
+                        if (p_ + 1 < t_.size() && t_[p_] == '\\' && t_[p_ + 1] == 'u') {
+                            p_ += 2;
+                            lo = hex4();
+                        }
+                        if (!(lo >= 0xDC00 && lo < 0xE000))
+                            fail("high surrogate \\u escape not followed by a low surrogate "
+                                 "(not valid Unicode); write the character itself or a "
+                                 "high+low surrogate pair");
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    }
+                    append_utf8(out, cp);
+                    break;
+                }
+                default:
+                    fail("bad escape in string");
+            }
+            start = p_;
         }
-        fail("unterminated string");
     }
 
     Node number() {

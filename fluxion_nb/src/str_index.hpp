@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <string_view>
 #include <utility>
 #include <vector>
