@@ -73,13 +73,18 @@ class Planner {
     };
     // Everything beyond the capacity, created on first use: a graph has two
     // planners per vertex and most of them never see a span.
+    //
+    // Sized for the common case, a vertex held by one job from now on: two
+    // points (now, and when the hold ends) and one span. A state is made for
+    // every vertex a job lands on, so its size is most of what a placement
+    // adds to memory; more points or spans move to the heap.
     struct State {
-        SmallVec<Point, 4> points;  // sorted by time; points[0].at == start_
-        SmallVec<SpanRec, 2> spans;  // sorted by id
+        SmallVec<Point, 2> points;   // sorted by time; points[0].at == start_
+        SmallVec<SpanRec, 1> spans;  // sorted by id
         int64_t next_span = 0;
         // avail_time iteration state
-        size_t iter_pos = 0;
         int64_t iter_after = 0, iter_duration = 0, iter_request = 0;
+        uint32_t iter_pos = 0;
         bool iter_set = false;
         bool any_seen = false;
         // From a free list (see planner.cpp): states are made by the thousand

@@ -2,6 +2,8 @@
 // to the heap only beyond them: a planner's few time points and spans then
 // live in the planner's own block.
 #pragma once
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -26,16 +28,15 @@ class SmallVec {
     SmallVec(SmallVec &&o) noexcept { take(o); }
     SmallVec &operator=(SmallVec &&o) noexcept {
         if (this != &o) {
-            if (heap_) std::free(data_);
-            data_ = reinterpret_cast<T *>(inline_);
+            if (on_heap()) std::free(data_);
+            data_ = inline_data();
             cap_ = N;
-            heap_ = false;
             take(o);
         }
         return *this;
     }
     ~SmallVec() {
-        if (heap_) std::free(data_);
+        if (on_heap()) std::free(data_);
     }
 
     size_t size() const { return size_; }
@@ -54,7 +55,7 @@ class SmallVec {
         size_ = 0;
         grow(n);
         if (n) std::memcpy(static_cast<void *>(data_), first, n * sizeof(T));
-        size_ = n;
+        size_ = static_cast<uint32_t>(n);
     }
     void push_back(const T &v) {
         if (size_ == cap_) {
@@ -82,34 +83,40 @@ class SmallVec {
     }
 
    private:
+    // The header is two words: a planner state keeps two of these inline, and
+    // states are made by the thousand.
     alignas(T) unsigned char inline_[N * sizeof(T)];
-    T *data_ = reinterpret_cast<T *>(inline_);
-    size_t size_ = 0;
-    size_t cap_ = N;
-    bool heap_ = false;
+    T *data_ = inline_data();
+    uint32_t size_ = 0;
+    uint32_t cap_ = N;
 
+    T *inline_data() { return reinterpret_cast<T *>(inline_); }
+    bool on_heap() const { return data_ != reinterpret_cast<const T *>(inline_); }
     void grow(size_t n) {
         if (n <= cap_) return;
-        size_t ncap = cap_ * 2 < n ? n : cap_ * 2;
+        // At least four: a vector that outgrows one or two inline elements
+        // tends to keep growing.
+        size_t ncap = std::max({n, size_t{cap_} * 2, size_t{4}});
+        if (ncap > UINT32_MAX) throw std::bad_alloc();
         T *nd = static_cast<T *>(std::malloc(ncap * sizeof(T)));
         if (!nd) throw std::bad_alloc();
         std::memcpy(static_cast<void *>(nd), data_, size_ * sizeof(T));
-        if (heap_) std::free(data_);
+        if (on_heap()) std::free(data_);
         data_ = nd;
-        cap_ = ncap;
-        heap_ = true;
+        cap_ = static_cast<uint32_t>(ncap);
     }
     // Steal o's heap block, or copy its inline elements; o is left empty.
     void take(SmallVec &o) noexcept {
-        if (o.heap_) {
+        if (o.on_heap()) {
             data_ = o.data_;
             cap_ = o.cap_;
-            heap_ = true;
-            o.data_ = reinterpret_cast<T *>(o.inline_);
+            o.data_ = o.inline_data();
             o.cap_ = N;
-            o.heap_ = false;
+        } else if constexpr (sizeof(inline_) <= 64) {
+            // A fixed-size copy of the whole buffer: no loop over the size.
+            std::memcpy(inline_, o.inline_, sizeof(inline_));
         } else {
-            for (size_t i = 0; i < o.size_; ++i) data_[i] = o.data_[i];  // at most N
+            std::memcpy(inline_, o.inline_, o.size_ * sizeof(T));  // at most N
         }
         size_ = o.size_;
         o.size_ = 0;

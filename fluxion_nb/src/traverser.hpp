@@ -38,12 +38,15 @@ struct EmittedVertex {
     // Left unset by default: a node emitted whole grows the emission by its
     // subtree at once and writes every entry right after.
     EmittedVertex() {}
-    EmittedVertex(int v, int64_t n, bool x, int l) : vertex(v), needs(n), exclusive(x), level(l) {}
+    EmittedVertex(int v, int64_t n, bool x, int l) : vertex(v), level(l), exclusive(x), needs(n) {}
     int vertex;
+    int level : 31;  // depth below the root, for the text writers
+    bool exclusive : 1;
     int64_t needs;
-    bool exclusive;
-    int level;
 };
+// Sixteen bytes: a match of many whole nodes emits thousands of entries, all
+// of them fresh memory for the first such match.
+static_assert(sizeof(EmittedVertex) == 16);
 
 // What one successful match walk emitted, in emission (post-) order.
 struct Emission {
