@@ -65,33 +65,24 @@ int Traverser::defer_below(int u, Emission &out, const JobMeta &m, TypeCounts &d
     // the sum of their sizes per pruning type.
     shadow_sums_.assign(g_.types.size(), 0);
     shadow_seen_.assign(g_.types.size(), 0);
-    auto room = [](auto &v, size_t more) {
-        if (v.capacity() < v.size() + more) v.reserve(std::max(v.size() + more, 2 * v.capacity()));
-    };
-    const size_t count = last - first;
-    room(out.vertices, count);
-    room(out.edges, count);
-    const size_t v0 = out.vertices.size(), e0 = out.edges.size();
-    out.vertices.resize(v0 + count);
-    out.edges.resize(e0 + count);
-    // Plain pointers: the loop then keeps them in registers instead of
-    // reloading every vector's bounds after each store.
-    EmittedVertex *ov = out.vertices.data() + v0;
-    int *oe = out.edges.data() + e0;
     const ShadowEntry *order = shadow_order_.data();
     int64_t *sums = shadow_sums_.data();
     char *seen = shadow_seen_.data();
     Vertex *vs = g_.vertices.data();
     const uint64_t epoch = epoch_;
-    const int base = level_ - order[last].depth;
     for (size_t i = first; i < last; ++i) {
-        const ShadowEntry &s = order[i];
-        Vertex &x = vs[static_cast<size_t>(s.vertex)];
+        Vertex &x = vs[static_cast<size_t>(order[i].vertex)];
         x.color_epoch = epoch;  // mark()
         sums[static_cast<size_t>(x.type)] += x.size;
         seen[static_cast<size_t>(x.type)] = 1;
-        *ov++ = EmittedVertex{s.vertex, x.size, true, base + s.depth};
-        *oe++ = s.edge;
+    }
+    // The entries themselves are written once the walk is over and the
+    // emission's size is known: growing it node by node copied and touched
+    // about twice its final size.
+    if (last > first) {
+        runs_.push_back(EmittedRun{first, last, level_ - order[last].depth});
+        out.vertices.push_back(EmittedVertex{-static_cast<int>(runs_.size()), 0, true, 0});
+        out.edges.push_back(-1);
     }
     for (size_t t = 0; t < shadow_sums_.size(); ++t)
         if (shadow_seen_[t]) accum_if(static_cast<int>(t), shadow_sums_[t], dfu);
@@ -105,6 +96,45 @@ int Traverser::defer_below(int u, Emission &out, const JobMeta &m, TypeCounts &d
     return n;
 }
 
+void Traverser::expand_runs(Emission &out) {
+    if (runs_.empty()) return;
+    std::vector<EmittedVertex> &vs = out.vertices;
+    std::vector<int> &es = out.edges;
+    const size_t held = vs.size();
+    size_t total = held - runs_.size();
+    for (const EmittedRun &r : runs_) total += r.last - r.first;
+    // Every entry but the last ones (the walk's root) came with its parent
+    // edge, and so does every entry of a run.
+    const size_t with_edge = es.size();
+    vs.resize(total);
+    es.resize(total - (held - with_edge));
+    // In place, from the back: no run is empty, so an entry's new place is
+    // never before its old one, and nothing is overwritten before it is read.
+    // Plain pointers: the loops then keep them in registers instead of
+    // reloading every vector's bounds after each store.
+    EmittedVertex *v = vs.data();
+    int *e = es.data();
+    const ShadowEntry *order = shadow_order_.data();
+    const Vertex *gv = g_.vertices.data();
+    size_t j = total;
+    for (size_t i = held; i-- > 0;) {
+        if (v[i].vertex >= 0) {
+            --j;
+            if (i < with_edge) e[j] = e[i];
+            v[j] = v[i];
+            continue;
+        }
+        const EmittedRun &r = runs_[static_cast<size_t>(-v[i].vertex - 1)];
+        for (size_t k = r.last; k-- > r.first;) {
+            const ShadowEntry &s = order[k];
+            --j;
+            v[j] = EmittedVertex{s.vertex, gv[static_cast<size_t>(s.vertex)].size, true, r.base + s.depth};
+            e[j] = s.edge;
+        }
+    }
+    runs_.clear();
+}
+
 void Traverser::materialize(int u) {
     auto it = deferred_.find(u);
     V(u).deferred = false;
@@ -116,6 +146,8 @@ void Traverser::materialize(int u) {
     uint64_t saved_epoch = epoch_;
     int saved_level = level_;
     std::string saved_msg = err_msg_;
+    std::vector<EmittedRun> saved_runs = std::move(runs_);  // the interrupted walk's
+    runs_.clear();
     for (const DeferredHold &h : holds) {
         epoch_ = ++settle_epoch_;
         Emission scratch;
@@ -130,6 +162,7 @@ void Traverser::materialize(int u) {
     epoch_ = saved_epoch;
     level_ = saved_level;
     err_msg_ = std::move(saved_msg);
+    runs_ = std::move(saved_runs);
 }
 
 void Traverser::settle() {

@@ -138,11 +138,9 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
     Jobspec scratch;
     Jobspec &js = trav_->kind() == TraverserKind::Flexible ? (scratch = cached) : cached;
     Emission em;
-    em.vertices.reserve(emitted_hint_);
     int64_t at = 0;
     MatchErr err = MatchErr::None;
     bool ok = trav_->run(js, op, id, at, em, err);
-    if (ok) emitted_hint_ = std::min(em.vertices.size(), kMaxEmittedHint);
     r.preorder = trav_->preorder_count();
     r.postorder = trav_->postorder_count();
     bool consumes = op != "satisfiability" && op != "without_allocating" && op != "without_allocating_future";

@@ -165,12 +165,6 @@ class Matcher {
     std::unique_ptr<Traverser> trav_;
     std::map<int64_t, JobRecord> jobs_;
     int64_t counter_ = 1;
-    // Room the next emission starts with: the last match's size, up to a
-    // bound that keeps the block below malloc's mmap threshold. Jobs of one
-    // shape come in runs, and growing by doubling copied a big emission
-    // three times over.
-    size_t emitted_hint_ = 0;
-    static constexpr size_t kMaxEmittedHint = 4096;
     std::string last_err_;
 
     // Recently parsed jobspecs by text: schedulers send the same few shapes

@@ -1078,12 +1078,14 @@ bool Traverser::update(int root, Emission &out, JobMeta &m) {
     TypeCounts dfu;
     bool emit_shadow = x_types_.count(type_of(root)) > 0;
     level_ = 0;
+    runs_.clear();
     // Jobs tend to repeat their shape: size the emission like the last one.
     out.vertices.reserve(last_emitted_);
     out.edges.reserve(last_emitted_);
     std::sort(wide_stamps_.begin(), wide_stamps_.end());
     wide_stamps_.erase(std::unique(wide_stamps_.begin(), wide_stamps_.end()), wide_stamps_.end());
     int n = upd_dfv(root, out, root_needs_, root_excl_ != 0, m, true, dfu, emit_shadow);
+    expand_runs(out);
     last_emitted_ = out.vertices.size();
     if (n > 0) {
         out.starttime = m.at;

@@ -35,8 +35,8 @@ struct JobMeta {
 };
 
 struct EmittedVertex {
-    // Left unset by default: a node emitted whole grows the emission by its
-    // subtree at once and writes every entry right after.
+    // Left unset by default: the entries of nodes emitted whole are written
+    // into room made for all of them at once.
     EmittedVertex() {}
     EmittedVertex(int v, int64_t n, bool x, int l) : vertex(v), level(l), exclusive(x), needs(n) {}
     int vertex;
@@ -289,8 +289,17 @@ class Traverser {
     bool shadow_valid_ = false;      // rebuilt after any change to the graph's shape
     std::vector<int64_t> shadow_sums_;
     std::vector<char> shadow_seen_;
+    // Subtrees the update walk emitted whole, written out once it is over
+    // (expand_runs): each stands in the emission as one placeholder entry
+    // whose vertex is -1 - its index here.
+    struct EmittedRun {
+        size_t first, last;  // the subtree's entries in shadow_order_
+        int base;            // level of the subtree's root minus its depth
+    };
+    std::vector<EmittedRun> runs_;
     void build_shadow_order();
     int defer_below(int u, Emission &out, const JobMeta &m, TypeCounts &dfu);
+    void expand_runs(Emission &out);
     void materialize(int u);
     void settle_above(int v);
 
