@@ -271,9 +271,11 @@ int64_t PlannerMulti::add_span(int64_t at, int64_t duration, const std::vector<i
         }
     }
     // A hidden span that does not fit is left out: the hidden plan then only
-    // shows more free than there is, which prunes less, never wrongly.
+    // shows more free than there is, which prunes less, never wrongly. So is
+    // one of nothing: only the free amounts of a hidden plan are ever read,
+    // never its time points.
     for (size_t j = 0; j < hidden_.size() && j < hidden_counts.size(); ++j)
-        ids[planners_.size() + j] = hidden_[j].add_span(at, duration, hidden_counts[j]);
+        if (hidden_counts[j] > 0) ids[planners_.size() + j] = hidden_[j].add_span(at, duration, hidden_counts[j]);
     int64_t id = next_span_++;
     spans_.emplace_back(id, std::move(ids));
     return id;
