@@ -20,20 +20,13 @@
 
 namespace fluxion {
 
-namespace {
-bool valid_op(const std::string &op) {
-    return op == "allocate" || op == "allocate_orelse_reserve" || op == "allocate_with_satisfiability" ||
-           op == "satisfiability" || op == "without_allocating" || op == "without_allocating_future";
-}
-}  // namespace
-
 Matcher::Matcher(std::string_view jgf, MatcherOptions opts) : opts_(std::move(opts)) {
     Policy p = Policy::from_name(opts_.policy);
     TraverserKind kind = traverser_kind(opts_.traverser);
     // Or-slots are cut from whole candidates only (flux-sched's rule).
     if (kind == TraverserKind::Flexible && !opts_.partial_pool_types.empty())
         throw InputError("partial pools are not supported by the flexible traverser");
-    if (!known_format(opts_.match_format)) write_r(Graph(), Emission(), opts_.match_format);
+    format_ = r_format(opts_.match_format);
     GraphOptions go;
     go.partial_pool_types = opts_.partial_pool_types;
     go.subsystem = match_subsystems(opts_.subsystems).front();
@@ -52,7 +45,7 @@ Matcher::Matcher(std::string_view jgf, MatcherOptions opts) : opts_(std::move(op
 
 void Matcher::set_match_format(const std::string &f) {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!known_format(f)) write_r(*g_, Emission(), f);
+    format_ = r_format(f);
     opts_.match_format = f;
 }
 
@@ -120,16 +113,15 @@ Jobspec &Matcher::parse_cached(const std::string &jobspec_json) {
     return *parsed_.back().second;
 }
 
-MatchResult Matcher::match(const std::string &jobspec_json, const std::string &op,
+MatchResult Matcher::match(const std::string &jobspec_json, const std::string &op_name,
                            std::optional<int64_t> jobid, const std::string &format) {
     std::lock_guard<std::mutex> lk(mu_);
     auto t0 = std::chrono::steady_clock::now();
     MatchResult r;
-    if (!valid_op(op)) throw InputError("unknown match operation '" + op + "'");
-    std::string fmt = format.empty() ? opts_.match_format : format;
-    if (!known_format(fmt)) write_r(*g_, Emission(), fmt);
+    const MatchOp op = match_op(op_name);
+    const RFormat fmt = format.empty() ? format_ : r_format(format);
     int64_t id = jobid ? *jobid : counter_;
-    if (jobs_.count(id) && jobs_.at(id).state != "CANCELED")
+    if (auto known = jobs_.find(id); known != jobs_.end() && known->second.state != "CANCELED")
         throw StateError("job id " + std::to_string(id) + " is already in use");
     r.jobid = id;
     Jobspec &cached = parse_cached(jobspec_json);  // throws InputError
@@ -140,17 +132,19 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
     Emission em;
     int64_t at = 0;
     MatchErr err = MatchErr::None;
+    JobRecord *record = nullptr;  // this job's, once known
     bool ok = trav_->run(js, op, id, at, em, err);
     r.preorder = trav_->preorder_count();
     r.postorder = trav_->postorder_count();
-    bool consumes = op != "satisfiability" && op != "without_allocating" && op != "without_allocating_future";
+    bool consumes = op != MatchOp::Satisfiability && op != MatchOp::WithoutAllocating &&
+                    op != MatchOp::WithoutAllocatingFuture;
     if (!ok && err != MatchErr::Busy && err != MatchErr::Unsatisfiable) {
         r.status = "error";
         r.error = trav_->err_message().empty() ? "match failed" : trav_->err_message();
         last_err_ = r.error;
         return r;
     }
-    if (op == "satisfiability") {
+    if (op == MatchOp::Satisfiability) {
         r.status = ok ? "satisfiable" : "unsatisfiable";
     } else if (!ok) {
         r.status = err == MatchErr::Unsatisfiable ? "unsatisfiable" : "busy";
@@ -165,14 +159,18 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
             JobRecord jr{id, at == 0 ? "ALLOCATED" : "RESERVED", at, r.duration, 0.0, r.R, {}};
             jr.vertices.reserve(em.vertices.size());
             for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
-            jobs_[id] = std::move(jr);
+            record = &jobs_.insert_or_assign(id, std::move(jr)).first->second;
         }
         r.emitted = std::move(em.vertices);
     }
     if (consumes && !jobid) counter_++;
     if (consumes && jobid && *jobid >= counter_) counter_ = *jobid + 1;
     r.overhead = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (jobs_.count(id)) jobs_[id].overhead = r.overhead;
+    if (!record) {
+        auto it = jobs_.find(id);
+        if (it != jobs_.end()) record = &it->second;
+    }
+    if (record) record->overhead = r.overhead;
     return r;
 }
 
@@ -258,7 +256,7 @@ MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_
                                      bool reserve, const std::string &format) {
     std::lock_guard<std::mutex> lk(mu_);
     check_new_job(jobid, at, duration, "update");
-    std::string fmt = format.empty() ? opts_.match_format : format;
+    const RFormat fmt = format.empty() ? format_ : r_format(format);
     auto amounts = read_r_amounts(R);
     Emission em;
     std::string why;
@@ -499,8 +497,7 @@ void Matcher::remove_ranks(const std::string &idset) {
 std::string Matcher::find(const std::string &criteria, const std::string &format) const {
     FindCriteria c = FindCriteria::parse(criteria);
     std::lock_guard<std::mutex> lk(mu_);
-    const std::string &fmt = format.empty() ? opts_.match_format : format;
-    if (!known_format(fmt)) write_r(*g_, Emission(), fmt);
+    const RFormat fmt = format.empty() ? format_ : r_format(format);
     trav_->settle();
     return write_r(*g_, find_vertices(*g_, c), fmt);
 }

@@ -15,6 +15,7 @@
 #include "graph.hpp"
 #include "jobspec.hpp"
 #include "traverser.hpp"
+#include "writers.hpp"
 
 namespace fluxion {
 
@@ -161,6 +162,7 @@ class Matcher {
    private:
     mutable std::mutex mu_;
     MatcherOptions opts_;
+    RFormat format_ = RFormat::Jgf;  // opts_.match_format, read once
     std::unique_ptr<Graph> g_;
     std::unique_ptr<Traverser> trav_;
     std::map<int64_t, JobRecord> jobs_;

@@ -8,6 +8,16 @@
 
 namespace fluxion {
 
+MatchOp match_op(std::string_view name) {
+    if (name == "allocate") return MatchOp::Allocate;
+    if (name == "allocate_orelse_reserve") return MatchOp::AllocateOrElseReserve;
+    if (name == "allocate_with_satisfiability") return MatchOp::AllocateWithSatisfiability;
+    if (name == "satisfiability") return MatchOp::Satisfiability;
+    if (name == "without_allocating") return MatchOp::WithoutAllocating;
+    if (name == "without_allocating_future") return MatchOp::WithoutAllocatingFuture;
+    throw InputError("unknown match operation '" + std::string(name) + "'");
+}
+
 namespace {
 constexpr int kAnyType = -1;
 
@@ -67,6 +77,8 @@ void Traverser::set_pruning_type(int anchor, int t) {
         if (any == prune_.by_anchor.end() || !any->second.count(t)) prune_.by_anchor[anchor].insert(t);
     }
     prune_.all.insert(t);
+    if (static_cast<size_t>(t) >= pruning_by_type_.size()) pruning_by_type_.resize(static_cast<size_t>(t) + 1, 0);
+    pruning_by_type_[static_cast<size_t>(t)] = 1;
 }
 
 std::vector<int> Traverser::my_pruning_types(int anchor) const {
@@ -826,11 +838,10 @@ bool Traverser::select_tree(std::vector<Resource> &rs, int root, JobMeta &m, boo
     return ok;
 }
 
-bool Traverser::request_feasible(const JobMeta &m, const std::string &op, TypeCounts &dfv) {
+bool Traverser::request_feasible(const JobMeta &m, MatchOp op, TypeCounts &dfv) {
     int64_t target_nodes = dfv[g_.types.node];
-    bool checking_sat = op == "allocate_with_satisfiability" || op == "satisfiability";
-    bool alloc_like = op == "allocate_orelse_reserve" || op == "allocate" ||
-                      op == "without_allocating" || op == "without_allocating_future";
+    bool checking_sat = op == MatchOp::AllocateWithSatisfiability || op == MatchOp::Satisfiability;
+    bool alloc_like = !checking_sat;
     if (!m.constraint && target_nodes <= g_.nodes_up) return true;
     if (target_nodes > g_.nodes_up) {
         if (alloc_like) {
@@ -847,7 +858,7 @@ bool Traverser::request_feasible(const JobMeta &m, const std::string &op, TypeCo
     // graph that still holds the whole duration (Fluxion probes end - 1,
     // which no duration above one second fits). Satisfiability only asks
     // which nodes the constraint admits, whatever they hold.
-    int64_t target_time = (op == "allocate" || op == "without_allocating")
+    int64_t target_time = (op == MatchOp::Allocate || op == MatchOp::WithoutAllocating)
                               ? m.at
                               : std::max(g_.start(), g_.end() - m.duration);
     int64_t feasible = 0;
@@ -871,7 +882,7 @@ bool Traverser::request_feasible(const JobMeta &m, const std::string &op, TypeCo
     return true;
 }
 
-bool Traverser::schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op, int root,
+bool Traverser::schedule(Jobspec &js, JobMeta &m, bool x, MatchOp op, int root,
                          TypeCounts &dfv) {
     if (!request_feasible(m, op, dfv)) return false;
     if (select(js.resources, root, m, x)) return true;
@@ -884,13 +895,13 @@ bool Traverser::schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op,
             ++epoch_;
         }
     };
-    if (op == "allocate_with_satisfiability") {
+    if (op == MatchOp::AllocateWithSatisfiability) {
         errno_ = MatchErr::Busy;
         sat_check();
         return false;
     }
-    if (op == "allocate_orelse_reserve" || op == "without_allocating_future") {
-        if (op == "allocate_orelse_reserve") m.alloc_type = AllocType::AllocOrReserve;
+    if (op == MatchOp::AllocateOrElseReserve || op == MatchOp::WithoutAllocatingFuture) {
+        if (op == MatchOp::AllocateOrElseReserve) m.alloc_type = AllocType::AllocOrReserve;
         if (!p) {
             errno_ = MatchErr::Invalid;
             return false;
@@ -919,7 +930,7 @@ bool Traverser::schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op,
     return false;
 }
 
-bool Traverser::run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &at, Emission &out,
+bool Traverser::run(Jobspec &js, MatchOp op, int64_t jobid, int64_t &at, Emission &out,
                     MatchErr &err) {
     err_msg_.clear();
     errno_ = MatchErr::None;
@@ -951,9 +962,9 @@ bool Traverser::run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &
         return false;
     }
     m.duration = js.duration == 0.0 ? gdur : static_cast<int64_t>(std::ceil(js.duration));
-    if (op == "without_allocating" || op == "without_allocating_future") m.alloc_type = AllocType::NoAlloc;
+    if (op == MatchOp::WithoutAllocating || op == MatchOp::WithoutAllocatingFuture) m.alloc_type = AllocType::NoAlloc;
     bool ok;
-    if (op == "satisfiability") {
+    if (op == MatchOp::Satisfiability) {
         m.alloc_type = AllocType::Satisfiability;
         m.at = sat_time(m.duration);
         ok = select(js.resources, root, m, x);

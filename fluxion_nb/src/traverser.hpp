@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -19,6 +20,18 @@
 namespace fluxion {
 
 enum class AllocType { Alloc, AllocOrReserve, Satisfiability, NoAlloc };
+
+// resource-query's match operations.
+enum class MatchOp {
+    Allocate,
+    AllocateOrElseReserve,
+    AllocateWithSatisfiability,
+    Satisfiability,
+    WithoutAllocating,
+    WithoutAllocatingFuture,
+};
+// An operation by its resource-query name; InputError for an unknown one.
+MatchOp match_op(std::string_view name);
 
 // Why a match failed, with flux-sched's errno meaning. Unset is internal: a
 // subtree memo being recorded has not seen an error yet.
@@ -88,7 +101,7 @@ class Traverser {
     // and fills `out`. `at` is the start time (0 = now) on return.
     // `js` must stay the same object for as long as it is asked again: the
     // subtree memos know a request by its address and serial.
-    bool run(Jobspec &js, const std::string &op, int64_t jobid, int64_t &at, Emission &out,
+    bool run(Jobspec &js, MatchOp op, int64_t jobid, int64_t &at, Emission &out,
              MatchErr &err);
 
     // Remove every trace of `jobid` (allocation or reservation).
@@ -185,7 +198,11 @@ class Traverser {
     bool visited(int v) { return V(v).color_epoch == epoch_; }
     void mark(int v) { V(v).color_epoch = epoch_; }
 
-    bool is_pruning_type(int t) const { return prune_.all.count(t) > 0; }
+    // Asked for every vertex a walk passes: an array lookup, not a set's.
+    bool is_pruning_type(int t) const {
+        return t >= 0 && static_cast<size_t>(t) < pruning_by_type_.size() && pruning_by_type_[static_cast<size_t>(t)];
+    }
+    std::vector<char> pruning_by_type_;  // prune_.all by type id
     bool partial_share_type(int type) const;
     // Per partial-pool type: the candidate being cut into slots and what is left of it.
     using SlotCursor = std::map<int, std::pair<EdgeGroup *, unsigned>>;
@@ -247,8 +264,8 @@ class Traverser {
     bool resolve_graph(int root, std::vector<Resource> &rs, Scoring &dfu, unsigned &needs);
     bool select(std::vector<Resource> &rs, int root, JobMeta &m, bool excl);
     bool select_tree(std::vector<Resource> &rs, int root, JobMeta &m, bool excl);
-    bool request_feasible(const JobMeta &m, const std::string &op, TypeCounts &dfv);
-    bool schedule(Jobspec &js, JobMeta &m, bool x, const std::string &op, int root,
+    bool request_feasible(const JobMeta &m, MatchOp op, TypeCounts &dfv);
+    bool schedule(Jobspec &js, JobMeta &m, bool x, MatchOp op, int root,
                   TypeCounts &dfv);
 
     // flexible traverser (flexible.cpp): or-slots and xor_slot alternatives

@@ -222,26 +222,33 @@ void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched
 
 }  // namespace
 
-bool known_format(const std::string &f) {
-    return f == "simple" || f == "pretty_simple" || f == "jgf" || f == "rlite" || f == "rv1" ||
-           f == "rv1_nosched";
+RFormat r_format(std::string_view name) {
+    if (name == "simple") return RFormat::Simple;
+    if (name == "pretty_simple") return RFormat::PrettySimple;
+    if (name == "jgf") return RFormat::Jgf;
+    if (name == "rlite") return RFormat::Rlite;
+    if (name == "rv1") return RFormat::Rv1;
+    if (name == "rv1_nosched") return RFormat::Rv1Nosched;
+    throw InputError("unknown match format '" + std::string(name) +
+                     "' (known: simple, pretty_simple, jgf, rlite, rv1, rv1_nosched)");
 }
 
-std::string write_r(const Graph &g, const Emission &em, const std::string &format) {
-    if (format == "simple") return write_simple(g, em, false);
-    if (format == "pretty_simple") return write_simple(g, em, true);
+std::string write_r(const Graph &g, const Emission &em, RFormat format) {
+    if (format == RFormat::Simple) return write_simple(g, em, false);
+    if (format == RFormat::PrettySimple) return write_simple(g, em, true);
     if (em.vertices.empty()) return "";
     std::string out;
     out.reserve(256);
-    if (format == "jgf") {
-        append_jgf(out, g, em);
-    } else if (format == "rlite") {
-        append_rlite(out, g, em);
-    } else if (format == "rv1" || format == "rv1_nosched") {
-        append_rv1(out, g, em, format == "rv1");
-    } else {
-        throw InputError("unknown match format '" + format +
-                         "' (known: simple, pretty_simple, jgf, rlite, rv1, rv1_nosched)");
+    switch (format) {
+        case RFormat::Jgf:
+            append_jgf(out, g, em);
+            break;
+        case RFormat::Rlite:
+            append_rlite(out, g, em);
+            break;
+        default:
+            append_rv1(out, g, em, format == RFormat::Rv1);
+            break;
     }
     out += '\n';
     return out;

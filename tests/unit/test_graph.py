@@ -208,6 +208,15 @@ def test_malformed_inputs_raise_typed_errors_and_change_nothing() -> None:
         g.match("{{{")
     with pytest.raises(NotFoundError):
         g.cancel(42)
+    spec = slot_jobspec(1, 100, 10)
+    with pytest.raises(InputError, match="unknown match operation 'allocat'"):
+        g.match(spec, "allocat")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="unknown match format 'rv2'.*rv1_nosched"):
+        g.match(spec, format="rv2")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="unknown match format 'xml'"):
+        Graph(pooled_cluster(nodes=1), match_format="xml")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="unknown match format"):
+        g.find("status=up", format="yaml")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="required key"):
         Graph({"graph": {"nodes": [{"id": "0", "metadata": {"type": "cluster"}}], "edges": []}})
     assert g.stat()["jobs"] == 0
