@@ -46,11 +46,18 @@ class BlockPool {
         if (!free_) refill();
         Free *f = free_;
         free_ = f->next;
+        --free_count_;
         return f;
     }
     void give(void *p) noexcept {
         std::lock_guard<SpinLock> lk(mu_);
         give_unlocked(p);
+    }
+    // At least `n` blocks free, carved now: the chunks are written through,
+    // so their pages are in memory before anyone asks for a block.
+    void reserve(size_t n) {
+        std::lock_guard<SpinLock> lk(mu_);
+        while (free_count_ < n) refill();
     }
 
    private:
@@ -62,6 +69,7 @@ class BlockPool {
     size_t block_;
     SpinLock mu_;
     Free *free_ = nullptr;
+    size_t free_count_ = 0;
     void refill() {
         char *chunk = static_cast<char *>(std::malloc(block_ * kPerChunk));
         if (!chunk) throw std::bad_alloc();
@@ -71,6 +79,7 @@ class BlockPool {
         Free *f = static_cast<Free *>(p);
         f->next = free_;
         free_ = f;
+        ++free_count_;
     }
 };
 
@@ -92,6 +101,14 @@ void *take_block() {
     void *p = std::malloc(Size);
     if (!p) throw std::bad_alloc();
     return p;
+#endif
+}
+
+// At least `n` blocks of `Size` bytes free (nothing in sanitizer builds).
+template <size_t Size>
+void reserve_blocks([[maybe_unused]] size_t n) {
+#if FLUXION_POOL_BLOCKS
+    pool_of<Size>().reserve(n);
 #endif
 }
 

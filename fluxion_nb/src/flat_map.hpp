@@ -81,6 +81,8 @@ class FlatTable {
         release();
         b_ = nullptr;
     }
+    // Free first blocks for `n` tables to come (see block_pool.hpp).
+    static void reserve_first_blocks(size_t n) { reserve_blocks<kFirstBlock>(n); }
 
    protected:
     // The entry for `k`, inserted as `fresh` if absent; `inserted` says which.

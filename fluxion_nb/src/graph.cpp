@@ -13,6 +13,12 @@
 
 namespace fluxion {
 
+void reserve_scheduling_state(size_t vertices) {
+    Planner::reserve_states(2 * vertices);  // plans and x_checker
+    FlatMap<int64_t, int64_t>::reserve_first_blocks(2 * vertices);  // allocations and x_spans
+    FlatSet<int64_t>::reserve_first_blocks(vertices);               // tags
+}
+
 TypeTable::TypeTable() {
     // The order flux-sched interns its built-in type names; it decides how
     // ties between types are ordered, so keep it.

@@ -87,6 +87,12 @@ struct Vertex {
     FlatMap<int64_t, int64_t> job2span;      // jobid -> span in subplan
 };
 
+// Scheduling state for jobs on up to `vertices` vertices (two planner states
+// and the first blocks of their per-job tables each), taken from memory now
+// instead of as placements arrive: a page's first touch costs microseconds,
+// and a placement touches a few hundred bytes per vertex it lands on.
+void reserve_scheduling_state(size_t vertices);
+
 // Only the dominant subsystem's edges are kept: matching walks no other.
 struct Edge {
     int source = -1;

@@ -36,6 +36,9 @@ Matcher::Matcher(std::string_view jgf, MatcherOptions opts) : opts_(std::move(op
     trav_->set_kind(kind);
     trav_->set_shortcuts(opts_.shortcuts, opts_.memos);
     trav_->initialize();
+    // Placements into the fresh graph then find their planner states and
+    // table blocks in memory; past the bound, memory grows as they arrive.
+    reserve_scheduling_state(std::min(g_->vertices.size(), kReservedVertices));
 #if defined(__GLIBC__)
     // The parsed JGF document is far larger than the graph built from it; hand
     // its freed pages back so a long-running process keeps only the graph.

@@ -13,6 +13,8 @@ void *Planner::State::operator new(size_t) { return take_block<sizeof(State)>();
 
 void Planner::State::operator delete(void *p) noexcept { give_block<sizeof(State)>(p); }
 
+void Planner::reserve_states(size_t n) { reserve_blocks<sizeof(State)>(n); }
+
 Planner::Planner(int64_t start, int64_t duration, int64_t total)
     : start_(start), end_(start + duration), total_(total) {}
 

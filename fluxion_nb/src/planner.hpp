@@ -50,6 +50,9 @@ class Planner {
     int64_t avail_time_first(int64_t on_or_after, int64_t duration, int64_t request);
     int64_t avail_time_next();
 
+    // Room for `n` planner states to come, taken from memory now.
+    static void reserve_states(size_t n);
+
    private:
     // `indexed` is the free amount the earliest-fit search sees. Like
     // Fluxion's min-time index it is refreshed when a span changes the
