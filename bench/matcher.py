@@ -1,15 +1,22 @@
 """Matcher speed: graph load, memory and per-match latency, against flux-sched resource-query.
 
-Runs the same cases as the flux-sched baseline (synthetic clusters of 100, 1,000
-and 5,000 nodes; jobspecs node1x, core4, gang16, node64x; policies first, low,
-lonode, high), each case in its own process so RSS is the case's own. Prints one
+Two graph shapes: ``dense``, the baseline's (node = 2 sockets x (32 cores + 4
+GPUs + memory)), and ``pooled``, the Kubernetes graph's (node = one core pool
+of 64,000 milli-CPUs, one memory pool in MiB, one pool of 8 GPUs, matched in
+partial-pool mode; jobspec core counts scaled to milli-CPUs). Clusters of 100,
+1,000, 5,000 and 10,000 nodes; jobspecs node1x, core4, gang16, node64x; every
+policy. Each case runs in its own process so RSS is the case's own. Prints one
 JSON document and draws ``bench/out/matcher.png``.
 
-The baseline numbers are resource-query's, measured on a machine of the same
-kind and kept in the reference notes; each row prints the ratio baseline/ours
-(above 1 means fluence is faster). Usage::
+The baseline numbers are resource-query's (dense shape, up to 5,000 nodes, the
+policies it was measured with), from a machine of the same kind and kept in the
+reference notes; those rows print the ratio baseline/ours (above 1 means
+fluence is faster) and run ``--repeat`` times, the others ``--extra-repeat``
+times. Usage::
 
-    python bench/matcher.py [--sizes 100,1000,5000] [--quick] [--repeat 5] [--out bench/out]
+    python bench/matcher.py [--sizes 100,1000,5000,10000] [--shapes dense,pooled]
+        [--policies first,low,high,lonode,hinode,locality] [--quick]
+        [--repeat 5] [--extra-repeat 1] [--out bench/out]
 """
 
 from __future__ import annotations
@@ -66,19 +73,46 @@ BASELINE_LOAD_S = {100: 0.18, 1000: 2.59, 5000: 16.5}
 BASELINE_RSS_MB = {100: 54.4, 1000: 535.0, 5000: 2404.3}
 
 # Match counts: enough to fill the graph for `first`, fewer for the whole-graph policies.
-CAPS = {"first": 1000, "low": 50, "lonode": 50, "high": 50}
+POLICIES = ("first", "low", "high", "lonode", "hinode", "locality")
+JOBSPECS = ("node1x", "core4", "gang16", "node64x")
+CAPS = {"first": 1000}
+OTHER_CAP = 50
+# The pooled node: what a dense node holds, as the Kubernetes graph models it.
+POOLED_NODE = {"cpus_milli": 64_000, "memory_mib": 512 * 1024, "gpus": 8}
 
 
-def graph_file(nodes: int, out: Path) -> Path:
-    path = out / f"c{nodes}.json"
-    if not path.exists():
+def graph_file(shape: str, nodes: int, out: Path) -> Path:
+    path = out / (f"c{nodes}.json" if shape == "dense" else f"p{nodes}.json")
+    if path.exists():
+        return path
+    if shape == "dense":
         subprocess.run(
             [sys.executable, str(INPUTS / "gen_jgf.py"), str(nodes), str(path)], check=True
         )
+    else:
+        from fluxion_nb.examples import pooled_cluster
+
+        path.write_text(json.dumps(pooled_cluster(nodes=nodes, **POOLED_NODE)))
     return path
 
 
-def run_case(graph: Path, policy: str, jobspec: Path, count: int) -> dict[str, Any]:
+def pooled_jobspec(text: str) -> str:
+    """The jobspec with core counts in milli-CPUs, as the extender writes them."""
+    import yaml
+
+    doc = yaml.safe_load(text)
+
+    def scale(resources: list[dict[str, Any]]) -> None:
+        for r in resources:
+            if r["type"] == "core":
+                r["count"] = r["count"] * 1000
+            scale(r.get("with", []))
+
+    scale(doc["resources"])
+    return json.dumps(doc)
+
+
+def run_case(graph: Path, policy: str, jobspec: Path, count: int, shape: str) -> dict[str, Any]:
     """In a child process: load, then `count` allocate matches, timing each."""
     import psutil
 
@@ -86,10 +120,12 @@ def run_case(graph: Path, policy: str, jobspec: Path, count: int) -> dict[str, A
 
     text = graph.read_text()
     t0 = time.perf_counter()
-    g = Graph(text, policy=policy, match_format="rv1_nosched")
+    g = Graph(text, policy=policy, match_format="rv1_nosched", partial_pools=shape == "pooled")
     load_s = time.perf_counter() - t0
     del text
     spec = jobspec.read_text()
+    if shape == "pooled":
+        spec = pooled_jobspec(spec)
     ok_ms: list[float] = []
     failed_ms: list[float] = []
     for _ in range(count):
@@ -108,7 +144,9 @@ def percentile(values: list[float], p: float) -> float | None:
     return round(ok[min(len(ok) - 1, int(p * len(ok)))], 4) if ok else None
 
 
-def summarize(nodes: int, policy: str, js: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(
+    shape: str, nodes: int, policy: str, js: str, runs: list[dict[str, Any]]
+) -> dict[str, Any]:
     """One row from the case's runs: the run with the median p50 stands for the case.
 
     The machine's speed drifts by a factor of two over minutes, so every case
@@ -126,11 +164,14 @@ def summarize(nodes: int, policy: str, js: str, runs: list[dict[str, Any]]) -> d
     p50 = pct(0.5)
     # The quickest run: the nearest to the quiet machine the baseline had.
     best = min((p for p in p50s if p), default=None)
-    base = BASELINE.get((nodes, policy, js))
+    base = BASELINE.get((nodes, policy, js)) if shape == "dense" else None
+    base_load = BASELINE_LOAD_S.get(nodes) if shape == "dense" else None
+    base_rss = BASELINE_RSS_MB.get(nodes) if shape == "dense" else None
     return {
         "runs": len(runs),
         "p50_ms_runs": p50s,
-        "graph": f"c{nodes}",
+        "shape": shape,
+        "graph": f"c{nodes}" if shape == "dense" else f"p{nodes}",
         "policy": policy,
         "jobspec": js,
         "matches_ok": len(ok),
@@ -145,8 +186,8 @@ def summarize(nodes: int, policy: str, js: str, runs: list[dict[str, Any]]) -> d
         "speedup_p50": round(base / p50, 1) if base and p50 else None,
         "p50_ms_best": best,
         "speedup_best": round(base / best, 1) if base and best else None,
-        "load_speedup": round(BASELINE_LOAD_S[nodes] / raw["load_s"], 1),
-        "rss_ratio": round(BASELINE_RSS_MB[nodes] / raw["rss_mb"], 1),
+        "load_speedup": round(base_load / raw["load_s"], 1) if base_load else None,
+        "rss_ratio": round(base_rss / raw["rss_mb"], 1) if base_rss else None,
     }
 
 
@@ -173,44 +214,68 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--sizes", default="100,1000,5000")
+    ap.add_argument("--sizes", default="100,1000,5000,10000")
+    ap.add_argument("--shapes", default="dense,pooled")
+    ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--quick", action="store_true", help="first policy and 100 matches only")
     ap.add_argument(
-        "--repeat", type=int, default=5, help="runs per case (the median run is reported)"
+        "--repeat",
+        type=int,
+        default=5,
+        help="runs of a case with a baseline (the median is reported)",
     )
+    ap.add_argument("--extra-repeat", type=int, default=1, help="runs of the other cases")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
-    ap.add_argument("--case", nargs=4, help=argparse.SUPPRESS)  # child: graph policy jobspec K
+    # In a child: graph policy jobspec K shape.
+    ap.add_argument("--case", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.case:
-        g, policy, js, k = a.case
-        print(json.dumps(run_case(Path(g), policy, Path(js), int(k))))
+        g, policy, js, k, shape = a.case
+        print(json.dumps(run_case(Path(g), policy, Path(js), int(k), shape)))
         return
     a.out.mkdir(parents=True, exist_ok=True)
+    policies = ["first"] if a.quick else a.policies.split(",")
     cases = []
-    for nodes in (int(s) for s in a.sizes.split(",")):
-        graph = graph_file(nodes, a.out)
-        for n, policy, js in BASELINE:
-            if n == nodes and not (a.quick and policy != "first"):
-                cases.append((nodes, graph, policy, js))
+    for shape in a.shapes.split(","):
+        for nodes in (int(s) for s in a.sizes.split(",")):
+            graph = graph_file(shape, nodes, a.out)
+            for js in JOBSPECS:
+                for policy in policies:
+                    baseline = shape == "dense" and (nodes, policy, js) in BASELINE
+                    cases.append(
+                        (shape, nodes, graph, policy, js, a.repeat if baseline else a.extra_repeat)
+                    )
     # Round-robin: every case once per pass, so a slow spell of the machine
     # hits one run of many cases rather than every run of one case.
-    runs: dict[tuple[int, str, str], list[dict[str, Any]]] = {}
-    for _ in range(a.repeat):
-        for nodes, graph, policy, js in cases:
-            k = 100 if a.quick else CAPS[policy]
+    runs: dict[tuple[str, int, str, str], list[dict[str, Any]]] = {}
+    for turn in range(max(c[-1] for c in cases)):
+        for shape, nodes, graph, policy, js, repeat in cases:
+            if turn >= repeat:
+                continue
+            k = 100 if a.quick else CAPS.get(policy, OTHER_CAP)
             spec = INPUTS / "jobspecs" / f"{js}.yaml"
             # The child runs like this process (e.g. -S, so PYTHONPATH picks the tree).
             flags = ["-S"] if sys.flags.no_site else []
             proc = subprocess.run(
-                [sys.executable, *flags, __file__, "--case", str(graph), policy, str(spec), str(k)],
+                [
+                    sys.executable,
+                    *flags,
+                    __file__,
+                    "--case",
+                    str(graph),
+                    policy,
+                    str(spec),
+                    str(k),
+                    shape,
+                ],
                 check=True,
                 capture_output=True,
                 text=True,
             )
-            runs.setdefault((nodes, policy, js), []).append(json.loads(proc.stdout))
+            runs.setdefault((shape, nodes, policy, js), []).append(json.loads(proc.stdout))
     rows = []
-    for nodes, _graph, policy, js in cases:
-        row = summarize(nodes, policy, js, runs[(nodes, policy, js)])
+    for shape, nodes, _graph, policy, js, _repeat in cases:
+        row = summarize(shape, nodes, policy, js, runs[(shape, nodes, policy, js)])
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
     doc = {"benchmark": "matcher", "rows": rows}
