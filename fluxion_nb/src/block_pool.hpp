@@ -12,6 +12,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FLUXION_POOL_BLOCKS 0
@@ -41,6 +42,13 @@ class SpinLock {
 class BlockPool {
    public:
     explicit BlockPool(size_t block) : block_((block + kAlign - 1) / kAlign * kAlign) {}
+    // The process-wide pools are never destroyed; a pool of one's own gives
+    // its chunks back, with every block carved from them.
+    ~BlockPool() {
+        for (char *chunk : chunks_) std::free(chunk);
+    }
+    BlockPool(const BlockPool &) = delete;
+    BlockPool &operator=(const BlockPool &) = delete;
     void *take() {
         std::lock_guard<SpinLock> lk(mu_);
         if (!free_) refill();
@@ -70,9 +78,16 @@ class BlockPool {
     SpinLock mu_;
     Free *free_ = nullptr;
     size_t free_count_ = 0;
+    std::vector<char *> chunks_;
     void refill() {
         char *chunk = static_cast<char *>(std::malloc(block_ * kPerChunk));
         if (!chunk) throw std::bad_alloc();
+        try {
+            chunks_.push_back(chunk);
+        } catch (...) {
+            std::free(chunk);
+            throw;
+        }
         for (size_t i = kPerChunk; i-- > 0;) give_unlocked(chunk + i * block_);
     }
     void give_unlocked(void *p) noexcept {
