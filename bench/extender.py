@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.plots import new_figure, save_figure  # noqa: E402
 from fluence import resources, telemetry  # noqa: E402
-from fluence.graph import ClusterGraph  # noqa: E402
+from fluence.cluster_graph import ClusterGraph  # noqa: E402
 from fluence.groups import GroupRef, PodsByGroup  # noqa: E402
 from fluence.ledger import Ledger  # noqa: E402
 from fluence.pods import Pod, PodGroup, decode_node  # noqa: E402

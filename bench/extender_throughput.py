@@ -1,6 +1,6 @@
 """Pods bound per second by a real kube-scheduler, with the fluence extender and without it.
 
-One local control plane (etcd + kube-apiserver, ``fluence.controlplane``), one
+One local control plane (etcd + kube-apiserver, ``testbed``), one
 set of fake nodes, three phases:
 
 1. **default** - kube-scheduler with only the default profile, no extender;
@@ -52,9 +52,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.plots import new_figure, save_figure  # noqa: E402
 from fluence import names  # noqa: E402
-from fluence.controlplane import ControlPlane  # noqa: E402
-from fluence.controlplane.processes import free_port  # noqa: E402
-from fluence.controlplane.schedconfig import scheduler_config as fluence_scheduler_config  # noqa: E402
+from testbed import ControlPlane  # noqa: E402
+from testbed.processes import free_port  # noqa: E402
+from testbed.schedconfig import scheduler_config as fluence_scheduler_config  # noqa: E402
 
 EXTENDER = Path(sys.executable).with_name("fluence-extender")
 CLIENT_QPS = 5000

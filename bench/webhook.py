@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fluence import names  # noqa: E402
-from fluence.controlplane import ControlPlane  # noqa: E402
+from testbed import ControlPlane  # noqa: E402
 from tests.integration import test_webhook_process  # noqa: E402
 from tests.integration.test_webhook_process import WebhookProcess, free_port  # noqa: E402
 from webhook.certs import CertBundle, generate, write_files  # noqa: E402

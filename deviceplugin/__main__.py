@@ -33,6 +33,7 @@ from deviceplugin.manager import PluginManager
 from deviceplugin.metrics import PluginMetrics
 from deviceplugin.settings import Settings
 from fluence import serving, telemetry
+from fluence.settings import parse_command_line
 
 log = logging.getLogger("deviceplugin")
 
@@ -66,7 +67,14 @@ async def serve(settings: Settings) -> None:
     log.info("stopped")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parse_command_line(
+        Settings,
+        "fluence-deviceplugin",
+        "Advertise fluxion.flux-framework.org/<type> to this node's kubelet, one device plugin "
+        "per resource type in the resources config.",
+        argv,
+    )
     telemetry.setup("fluence-deviceplugin")
     asyncio.run(serve(Settings()))
 

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deviceplugin.config_watch import ConfigWatcher, diff_types
 from deviceplugin.metrics import PluginMetrics
 from deviceplugin.proto import KUBELET_SOCKET, UNHEALTHY
 from deviceplugin.registration import RegistrationError, register
 from deviceplugin.server import FluxionDevicePlugin, PluginServer
 from deviceplugin.settings import Settings
+from fluence.config_watch import ConfigWatcher
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,22 @@ def file_identity(path: Path) -> FileIdentity | None:
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_ctime_ns)
+
+
+@dataclass(frozen=True)
+class TypeDiff:
+    """How the advertised types must change to match a new config."""
+
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.added and not self.removed
+
+
+def diff_types(current: set[str] | frozenset[str], desired: set[str] | frozenset[str]) -> TypeDiff:
+    return TypeDiff(tuple(sorted(desired - current)), tuple(sorted(current - desired)))
 
 
 @dataclass
@@ -117,11 +133,11 @@ class PluginManager:
     async def tick(self) -> None:
         self._last_tick = time.monotonic()
         errors_before = self.config.errors
-        desired = self.config.poll()
+        config = self.config.poll()
         if self.metrics and self.config.errors > errors_before:
             self.metrics.config_reloads.add(1, {"result": "error"})
-        if desired is not None:
-            await self._apply(desired)
+        if config is not None:
+            await self._apply(frozenset(config.types()))
         kubelet = file_identity(self.kubelet_socket)
         for m in self._plugins.values():
             await self._check_socket(m)

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from fluence.settings import BinarySettings
 
 
-class Settings(BaseSettings):
+class Settings(BinarySettings):
     """Everything the device plugin process can be told; defaults suit the DaemonSet."""
-
-    model_config = SettingsConfigDict(env_prefix="FLUENCE_", extra="ignore")
 
     resources: Path = Field(
         default=Path("/etc/fluence/resources.yaml"),

@@ -37,8 +37,8 @@ from typing import Any
 import msgspec
 
 from fluence import names, telemetry
-from fluence.graph import ClusterGraph
-from fluence.jobspec import GroupSpecs, group_jobspecs
+from fluence.cluster_graph import ClusterGraph
+from fluence.group_jobspec import GroupSpecs, group_jobspecs
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
 from fluxion_nb.errors import InputError, NotFoundError, StateError

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fluence import names
-from fluence.jobspec import Shape
+from fluence.group_jobspec import Shape
 from fluxion_nb.graph import Allocation
 
 

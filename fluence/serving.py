@@ -21,6 +21,7 @@ from typing import Any, Literal
 import uvloop
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
+from starlette.types import Receive, Scope
 
 log = logging.getLogger(__name__)
 
@@ -146,3 +147,39 @@ def run(main: Coroutine[Any, Any, None], loop: EventLoop = "uvloop") -> None:
         uvloop.run(main)
     else:
         asyncio.run(main)
+
+
+class BodyTooLarge(Exception):
+    """A request body over the configured limit (answered with HTTP 413)."""
+
+
+async def read_capped_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The request body; :class:`BodyTooLarge` for anything over ``limit`` bytes.
+
+    Over HTTP/1 an oversized body is refused as soon as it is declared (the
+    connection is then closed). Over HTTP/2 it is read and thrown away first:
+    answering a stream that is still sending makes Hypercorn drop the whole
+    connection, and with it every other review in flight on it.
+    """
+    http2 = scope.get("http_version") == "2"
+    if not http2:
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+        elif not http2:
+            raise BodyTooLarge
+        if not message.get("more_body", False):
+            break
+    if size > limit:
+        raise BodyTooLarge
+    return b"".join(chunks)

@@ -7,16 +7,17 @@ import logging
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 from fluence import resources, telemetry
-from fluence.cluster import ClusterCache
-from fluence.graph import ClusterGraph
+from fluence.cluster_graph import ClusterGraph
+from fluence.kube_client import api_client
 from fluence.ledger import Ledger
+from fluence.reflectors import ClusterReflectors
 from fluence.serving import TLSFiles, run, serve_app
+from fluence.settings import parse_command_line
 from scheduler_extender.app import create_app
 from scheduler_extender.binder import ApiBinder
-from scheduler_extender.runtime import ConfigWatcher, Runtime, freeze_startup_heap, thaw_heap
+from scheduler_extender.runtime import ConfigReloader, Runtime, freeze_startup_heap, thaw_heap
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.settings import ExtenderSettings
 
@@ -38,20 +39,14 @@ could take up to 5 ms each time. Measured with bench/extender_throughput.py
 """
 
 
-def api_client(kubeconfig: str, connections: int) -> Any:
-    """A client keeping up to ``connections`` connections to the API server open."""
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = connections
-    return client.ApiClient(configuration)
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parse_command_line(
+        ExtenderSettings,
+        "fluence-extender",
+        "The kube-scheduler extender of fluence: filter, prioritize, bind and preempt for the "
+        "pods of the fluence profile, placed by the Fluxion matcher.",
+        argv,
+    )
     settings = ExtenderSettings()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     telemetry.setup("fluence-extender")
@@ -59,15 +54,15 @@ def main() -> None:
         config = resources.load(settings.resources or None)
     except resources.ResourcesConfigError as exc:
         raise SystemExit(f"FLUENCE_RESOURCES={settings.resources}: {exc}") from exc
-    api = api_client(settings.kubeconfig, WATCH_CONNECTIONS + SPARE_CONNECTIONS)
-    cache = ClusterCache(api)
+    api = api_client(settings.kubeconfig, connections=WATCH_CONNECTIONS + SPARE_CONNECTIONS)
+    cache = ClusterReflectors(api)
     graph = ClusterGraph(config, policy=settings.match_policy)
     ledger = Ledger(graph, unbound_timeout=settings.unbound_timeout)
     runtime = Runtime(cache, graph, ledger)
     binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)
     scheduler = Scheduler(graph, ledger, cache, binder, scheduler_name=settings.scheduler_name)
     app = create_app(scheduler, max_body_bytes=settings.max_body_bytes, ready=runtime.ready.is_set)
-    watcher = ConfigWatcher(settings.resources, graph, ledger) if settings.resources else None
+    watcher = ConfigReloader(settings.resources, graph, ledger) if settings.resources else None
 
     def start() -> None:
         cache.start()

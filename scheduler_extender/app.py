@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from fluence import telemetry
-from fluence.graph import ClusterGraph
+from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from scheduler_extender import state
 from scheduler_extender.inspect import inspect_routes

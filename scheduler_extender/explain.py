@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from fluence import groups
-from fluence.jobspec import GroupSpecs, JobspecError, group_jobspecs
+from fluence.group_jobspec import GroupSpecs, JobspecError, group_jobspecs
 from fluence.ledger import Holding, describe
 from fluence.pods import Pod
 from scheduler_extender.scheduling import Scheduler

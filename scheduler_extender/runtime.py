@@ -1,26 +1,24 @@
-"""Wiring the shared reflectors to the graph and the ledger, and the startup rebuild.
+"""Wiring the shared reflectors to the graph and the ledger, after startup recovery.
 
-Startup: the reflectors list everything; then the graph is built from the
-nodes, every pod is observed (bound pods' records replayed, foreign pods
-accounted), and only then is the extender ready. From there on every watch
-event flows into the graph (nodes) or the ledger (pods), which also keeps a
-standby replica's ledger current.
+Startup: the reflectors list everything; then :func:`fluence.recovery.recover_from_cluster`
+builds the graph and the ledger, and only then is the extender ready. From there
+on every watch event flows into the graph (nodes) or the ledger (pods), which
+also keeps a standby replica's ledger current.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import os
 import threading
 from pathlib import Path
-from typing import Any
 
-from fluence import resources
-from fluence.cluster import DELETED, ClusterCache
-from fluence.graph import ClusterGraph
+from fluence.cluster_graph import ClusterGraph
+from fluence.config_watch import ConfigWatcher
 from fluence.ledger import Ledger
 from fluence.pods import Node, Pod
+from fluence.recovery import recover_from_cluster
+from fluence.reflectors import DELETED, ClusterReflectors
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +41,7 @@ def thaw_heap() -> None:
 
 
 class Runtime:
-    def __init__(self, cache: ClusterCache, graph: ClusterGraph, ledger: Ledger) -> None:
+    def __init__(self, cache: ClusterReflectors, graph: ClusterGraph, ledger: Ledger) -> None:
         self.cache = cache
         self.graph = graph
         self.ledger = ledger
@@ -54,22 +52,10 @@ class Runtime:
         cache.pods.add_handler(self._on_pod)
 
     def rebuild(self) -> None:
-        """Take the synced caches into the graph and ledger; then follow the watch."""
+        """Recover the graph and ledger from the synced reflectors; then follow the watch."""
         with self._lock:
-            lost = self.graph.reset_nodes(self.cache.nodes.items())
-            self.ledger.drop_lost(lost)
-            pods = self.cache.pods.items()
-            for pod in pods:
-                self.ledger.observe(pod)
+            recover_from_cluster(self.cache, self.graph, self.ledger)
             self._started = True
-        log.info(
-            "ledger rebuilt from the cluster",
-            extra={
-                "nodes": len(self.graph.node_names()),
-                "pods": len(pods),
-                "holdings": len(self.ledger.holdings()),
-            },
-        )
         self.ready.set()
 
     def _on_node(self, kind: str, node: Node) -> None:
@@ -93,36 +79,23 @@ class Runtime:
                 self.ledger.observe(pod)
 
 
-class ConfigWatcher:
-    """Reloads the resources config when its file changes (a ConfigMap update)."""
+class ConfigReloader:
+    """Applies a changed resources config file (a ConfigMap update) to the graph."""
 
     def __init__(self, path: str, graph: ClusterGraph, ledger: Ledger) -> None:
-        self.path = path
         self.graph = graph
         self.ledger = ledger
-        self._stamp = self._current()
-
-    def _current(self) -> Any:
-        try:
-            st = os.stat(self.path)
-            return (st.st_mtime_ns, st.st_size, Path(self.path).resolve())
-        except OSError:
-            return None
+        self.watcher = ConfigWatcher(Path(path))
+        self.watcher.poll()  # the config the graph was built with
 
     def check(self) -> bool:
-        stamp = self._current()
-        if stamp == self._stamp:
-            return False
-        self._stamp = stamp
-        try:
-            config = resources.load(self.path)
-        except (resources.ResourcesConfigError, OSError) as exc:
-            log.error(
-                "resources config change ignored: it cannot be used",
-                extra={"path": self.path, "error": str(exc)},
-            )
+        config = self.watcher.poll()
+        if config is None:
             return False
         lost = self.graph.set_config(config)
         self.ledger.drop_lost(lost)
-        log.info("resources config reloaded", extra={"path": self.path, "types": config.types()})
+        log.info(
+            "resources config reloaded",
+            extra={"path": str(self.watcher.path), "types": config.types()},
+        )
         return True

@@ -17,8 +17,8 @@ import msgspec
 from opentelemetry import trace
 
 from fluence import groups, telemetry
-from fluence.graph import ClusterGraph
-from fluence.jobspec import JobspecError
+from fluence.cluster_graph import ClusterGraph
+from fluence.group_jobspec import JobspecError
 from fluence.ledger import Ledger, LedgerError
 from fluence.pods import Pod, PodGroup
 

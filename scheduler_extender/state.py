@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fluence.graph import ClusterGraph
+from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 
 VERSION = 1

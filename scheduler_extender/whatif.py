@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from fluence.graph import ClusterGraph
+from fluence.cluster_graph import ClusterGraph
 from fluxion_nb.errors import InputError, StateError
 
 FITS = "fits"

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import ssl
 import sys
 
 from fluence import telemetry
+from fluence.kube_client import api_client
 from fluence.serving import TLSFiles, run, serve_app
+from fluence.settings import command_line
 from webhook import certs
 from webhook.admission import Admission
 from webhook.app import create_app
 from webhook.env import ContractFile
-from webhook.gang import GangWiring, KubeGangCluster, kube_api_client
+from webhook.gang import GangWiring, KubeGangCluster
 from webhook.settings import WebhookSettings
 
 log = logging.getLogger("webhook")
@@ -24,14 +25,14 @@ def build_wiring(settings: WebhookSettings) -> GangWiring | None:
     if not settings.gang:
         return None
     try:
-        api_client = kube_api_client(settings.kubeconfig)
+        client = api_client(settings.kubeconfig)
     except Exception as e:
         log.warning(
             "gang wiring off: no Kubernetes credentials; set FLUENCE_KUBECONFIG or run in-cluster",
             extra={"error": str(e)},
         )
         return None
-    cluster = KubeGangCluster(api_client, timeout=settings.api_timeout_seconds)
+    cluster = KubeGangCluster(client, timeout=settings.api_timeout_seconds)
     return GangWiring(
         cluster,
         recheck_seconds=settings.api_recheck_seconds,
@@ -70,9 +71,10 @@ async def serve(settings: WebhookSettings) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="fluence-webhook",
-        description="Mutating admission webhook of fluence; settings: FLUENCE_* variables.",
+    parser = command_line(
+        WebhookSettings,
+        "fluence-webhook",
+        "Mutating admission webhook of fluence; settings: FLUENCE_* variables.",
     )
     commands = parser.add_subparsers(dest="command")
     commands.add_parser("serve", help="serve POST /mutate over HTTPS (the default)")

@@ -17,48 +17,13 @@ from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from fluence import telemetry
+from fluence.serving import BodyTooLarge, read_capped_body
 from webhook.admission import Admission
 from webhook.review import ReviewError
 from webhook.settings import WebhookSettings
 
 _JSON = [(b"content-type", b"application/json")]
 _TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The request body; :class:`BodyTooLarge` for anything over ``limit`` bytes.
-
-    Over HTTP/1 an oversized body is refused as soon as it is declared (the
-    connection is then closed). Over HTTP/2 it is read and thrown away first:
-    answering a stream that is still sending makes Hypercorn drop the whole
-    connection, and with it every other review in flight on it.
-    """
-    http2 = scope.get("http_version") == "2"
-    if not http2:
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > limit:
-                raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size <= limit:
-            chunks.append(chunk)
-        elif not http2:
-            raise BodyTooLarge
-        if not message.get("more_body", False):
-            break
-    if size > limit:
-        raise BodyTooLarge
-    return b"".join(chunks)
 
 
 class MutateEndpoint:
@@ -79,7 +44,9 @@ class MutateEndpoint:
         watch = telemetry.Stopwatch()
         status, headers = 200, _JSON
         try:
-            body = await self.admission.review(await read_body(scope, receive, self.max_body_bytes))
+            body = await self.admission.review(
+                await read_capped_body(scope, receive, self.max_body_bytes)
+            )
         except BodyTooLarge:
             status, headers = 413, _TEXT
             if scope.get("http_version", "1.1").startswith("1"):

@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     api_client = None
     if args.secret or args.webhook_config:
-        from webhook.gang import kube_api_client
+        from fluence.kube_client import api_client as kube_api_client
 
         api_client = kube_api_client(args.kubeconfig)
     if args.secret:

@@ -172,17 +172,6 @@ class KubeGangCluster:
         return True
 
 
-def kube_api_client(kubeconfig: str) -> Any:
-    """An ApiClient from ``kubeconfig``, or the in-cluster service account when it is empty."""
-    from kubernetes import client, config
-
-    if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    configuration = client.Configuration()
-    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return client.ApiClient(configuration)
-
-
 class GangWiring:
     """Knows whether the cluster serves PodGroups and wires gangs when it does.
 

@@ -5,15 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fluence.serving import EventLoop
+from fluence.settings import ServerSettings
 
 
-class WebhookSettings(BaseSettings):
+class WebhookSettings(ServerSettings):
     """Everything the webhook process can be told; defaults fit the in-cluster Deployment."""
-
-    model_config = SettingsConfigDict(env_prefix="FLUENCE_", extra="ignore")
 
     bind: str = Field(
         default="0.0.0.0:8443",
@@ -34,10 +31,6 @@ class WebhookSettings(BaseSettings):
             "FLUXION_<KEY> variables are injected; re-read when the file changes. Empty: none."
         ),
     )
-    kubeconfig: str = Field(
-        default="",
-        description="kubeconfig for PodGroup and Job calls; empty: the in-cluster service account.",
-    )
     gang: bool = Field(
         default=True,
         description=(
@@ -57,18 +50,6 @@ class WebhookSettings(BaseSettings):
             "How long a PodGroup known to exist is remembered, so that the other members of a "
             "gang skip the create call; 0 creates (or gets AlreadyExists) for every pod."
         ),
-    )
-    http2: bool = Field(
-        default=True,
-        description=(
-            "Offer HTTP/2 to the API server (it then multiplexes every review over one "
-            "connection). false: HTTP/1.1 only, about a quarter less webhook CPU per review "
-            "(bench/serving.py), one connection per review in flight."
-        ),
-    )
-    event_loop: EventLoop = Field(
-        default="uvloop",
-        description="Event loop: uvloop (compiled, the fast default) or asyncio (for debugging).",
     )
     max_body_bytes: int = Field(
         default=3 * 1024 * 1024,

@@ -18,14 +18,19 @@ import contextlib
 import re
 import select
 import shutil
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx
 import orjson
+
+from fluence.kube_client import api_client
 
 DEFAULT_NAMESPACE = "kube-system"
 DEFAULT_SERVICE = "http:fluence-extender:8888"
@@ -70,21 +75,25 @@ class DirectTransport:
     def request(
         self, method: str, path: str, params: dict[str, str] | None = None, body: bytes = b""
     ) -> Reply:
+        url = self.url + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        req = urllib.request.Request(url, data=body or None, method=method)
+        context = None
+        if url.startswith("https:") and not self.verify:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
         try:
-            r = httpx.request(
-                method,
-                self.url + path,
-                params=params,
-                content=body or None,
-                timeout=TIMEOUT,
-                verify=self.verify,
-            )
-        except httpx.HTTPError as exc:
+            with urllib.request.urlopen(req, timeout=TIMEOUT, context=context) as r:
+                return Reply(r.status, r.read())
+        except urllib.error.HTTPError as exc:
+            return Reply(exc.code, exc.read())
+        except (OSError, ValueError) as exc:
             raise ExtenderUnreachable(
                 f"cannot reach the extender at {self.url}: {exc}; check --url, or drop it to go "
                 "through the API server, or use --port-forward"
             ) from exc
-        return Reply(r.status_code, r.content)
 
 
 class ServiceProxyTransport:
@@ -97,12 +106,8 @@ class ServiceProxyTransport:
         namespace: str = DEFAULT_NAMESPACE,
         service: str = DEFAULT_SERVICE,
     ) -> None:
-        from kubernetes import config
-
         try:
-            self.api = config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context
-            )
+            self.api = api_client(kubeconfig, context=context)
         except Exception as exc:  # the client raises several unrelated types for bad configs
             raise ExtenderUnreachable(
                 f"cannot load the kubeconfig ({kubeconfig or '$KUBECONFIG or ~/.kube/config'}): "

@@ -8,6 +8,7 @@ import msgspec
 from starlette.requests import Request
 
 from fluence.pods import Pod, QuantityError, decode_pod, pod_requests
+from fluence.serving import BodyTooLarge, read_capped_body
 
 T = TypeVar("T")
 
@@ -20,23 +21,12 @@ class BadRequest(Exception):
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    try:
+        return await read_capped_body(request.scope, request.receive, limit)
+    except BodyTooLarge:
         raise BadRequest(
-            413,
-            f"request body of {declared} bytes exceeds the {limit}-byte limit "
-            "(FLUENCE_MAX_BODY_BYTES)",
-        )
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(
-                413, f"request body exceeds the {limit}-byte limit (FLUENCE_MAX_BODY_BYTES)"
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+            413, f"request body exceeds the {limit}-byte limit (FLUENCE_MAX_BODY_BYTES)"
+        ) from None
 
 
 def decode(decoder: msgspec.json.Decoder[T], body: bytes, what: str) -> T:

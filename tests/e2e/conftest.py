@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client import ApiClient
 
-from fluence.controlplane import ControlPlane
+from testbed import ControlPlane
 
 E2E_DIR = Path(__file__).resolve().parent
 

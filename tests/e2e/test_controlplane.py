@@ -17,7 +17,7 @@ import psutil
 import pytest
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
-from fluence.controlplane import ControlPlane, KubeApiError, ProcessStartError, ensure_binaries
+from testbed import ControlPlane, KubeApiError, ProcessStartError, ensure_binaries
 
 PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups"
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
@@ -318,7 +318,7 @@ def read_line_with(proc: subprocess.Popen[str], marker: str, timeout_s: float) -
 
 CHILD_SCRIPT = """
 import json, sys, time
-from fluence.controlplane import ControlPlane
+from testbed import ControlPlane
 cp = ControlPlane(sys.argv[1]).start()
 cp.start_scheduler({"profiles": [{"schedulerName": "default-scheduler"}]})
 print("PIDS " + json.dumps(cp.pids), flush=True)
@@ -355,7 +355,7 @@ def test_components_die_when_the_harness_is_sigkilled(tmp_path: Path) -> None:
 
 def test_cli_up_status_down(tmp_path: Path) -> None:
     workdir = tmp_path / "cluster"
-    cli = [sys.executable, "-m", "fluence.controlplane"]
+    cli = [sys.executable, "-m", "testbed"]
     up = subprocess.Popen(
         [*cli, "up", "--nodes", "1", "--workdir", str(workdir)],
         stdout=subprocess.PIPE,
@@ -391,7 +391,7 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
 def test_kubelet_also_serves_nodes_created_elsewhere_with_the_fake_label(
     control_plane: ControlPlane, namespace: str
 ) -> None:
-    from fluence.controlplane.nodes import node_manifest
+    from testbed.nodes import node_manifest
 
     name = f"{namespace}-external"
     control_plane.rest.create("/api/v1/nodes", node_manifest(name))

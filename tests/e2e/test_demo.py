@@ -1,4 +1,4 @@
-"""``python -m fluence.demo`` as a user runs it: the whole chain, its report, and no leftovers.
+"""``python -m testbed.demo`` as a user runs it: the whole chain, its report, and no leftovers.
 
 Every process the demo starts inherits a unique marker variable in its
 environment, so leftovers are found precisely even when other control planes
@@ -64,7 +64,7 @@ class DemoRun:
         self.run_id = uuid.uuid4().hex
         env = {**os.environ, MARKER: self.run_id, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fluence.demo", *args],
+            [sys.executable, "-m", "testbed.demo", *args],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

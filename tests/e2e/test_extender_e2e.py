@@ -23,9 +23,9 @@ import pytest
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from fluence import names
-from fluence.controlplane import ControlPlane, SchedulerHandle
-from fluence.controlplane.processes import free_port
 from fluence.pods import cpu_millicores
+from testbed import ControlPlane, SchedulerHandle
+from testbed.processes import free_port
 from tests.support.extender import SUITE_LABEL, create_podgroup, fluence_scheduler, pod_body
 
 SCRIPT = Path(sys.executable).with_name("fluence-extender")

@@ -23,9 +23,9 @@ import pytest
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, CustomObjectsApi
 
 from fluence import names
-from fluence.controlplane import ControlPlane, SchedulerHandle
-from fluence.controlplane.schedconfig import scheduler_config
 from fluence.pods import cpu_millicores
+from testbed import ControlPlane, SchedulerHandle
+from testbed.schedconfig import scheduler_config
 from tests.e2e.test_extender_e2e import QPU, Extender, wait_for
 from tests.support.extender import SUITE_LABEL, create_podgroup, pod_body
 

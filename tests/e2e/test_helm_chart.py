@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fluence.controlplane import ControlPlane, KubeApiError
-from fluence.controlplane.workloads import Discovery
+from testbed import ControlPlane, KubeApiError
+from testbed.workloads import Discovery
 from tests.e2e.test_manifests import ensure_namespace, served_cert_manager
 from tests.support.helm import template
 

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient, CoreV1Api
 
-from fluence.controlplane import ControlPlane
-from fluence.jobspec import compute_jobspec
+from fluence.group_jobspec import compute_jobspec
 from fluence.pods import decode_pod, pod_requests, split_requests
+from testbed import ControlPlane
 from tests.e2e.test_extender_e2e import Extender, Stack, Suite, wait_for
 from tests.support.extender import fluence_scheduler
 

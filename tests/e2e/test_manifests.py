@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fluence.controlplane import ControlPlane, KubeApiError
-from fluence.controlplane.cluster import FEATURE_GATES, RUNTIME_CONFIG
-from fluence.controlplane.workloads import Discovery
+from testbed import ControlPlane, KubeApiError
+from testbed.cluster import FEATURE_GATES, RUNTIME_CONFIG
+from testbed.workloads import Discovery
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST_FILES = sorted([*REPO.glob("deploy/*.yaml"), *REPO.glob("examples/*.yaml")])

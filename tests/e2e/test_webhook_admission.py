@@ -19,7 +19,7 @@ import yaml
 from kubernetes.client import ApiClient, CoreV1Api
 
 from fluence import names
-from fluence.controlplane import ControlPlane, KubeApiError, resolve_env
+from testbed import ControlPlane, KubeApiError, resolve_env
 from tests.integration.test_webhook_process import WebhookProcess
 from webhook.manifest import webhook_configuration
 

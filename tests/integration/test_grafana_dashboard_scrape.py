@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.unit.test_grafana_dashboard import (
+from tests.unit.deploy.test_grafana_dashboard import (
     DASHBOARD,
     REPO,
     SCRAPE_ADDED_LABELS,

@@ -20,7 +20,7 @@ import pytest
 
 from fluence.kubectl import cli
 from fluence.kubectl.client import ExtenderUnreachable, port_forward
-from tests.unit.test_kubectl_fluence import STATE
+from tests.unit.fluence.test_kubectl import STATE
 
 
 class Extender(BaseHTTPRequestHandler):

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from fluence.kubectl import cli
-from tests.unit.test_kubectl_fluence import STATE
+from tests.unit.fluence.test_kubectl import STATE
 
 PROXY = "/api/v1/namespaces/kube-system/services/http:fluence-extender:8888/proxy"
 

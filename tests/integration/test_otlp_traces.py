@@ -28,8 +28,8 @@ from starlette.testclient import TestClient
 from fluence import telemetry
 telemetry.setup("fluence-extender")
 from scheduler_extender.app import create_app
-from tests.unit.test_extender_app import Env
-from tests.unit.test_pods import make_node, make_pod
+from tests.unit.scheduler_extender.test_app import Env
+from tests.unit.fluence.test_pods import make_node, make_pod
 env = Env([make_node("a")])
 client = TestClient(create_app(env.scheduler, metrics=False))
 pod = make_pod("traced", raw=True)

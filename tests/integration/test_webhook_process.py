@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fluence.controlplane.processes import StartStop, free_port, terminate
+from testbed.processes import StartStop, free_port, terminate
 from webhook.certs import CertBundle, generate, write_files
 
 SCRIPT = Path(sys.executable).with_name("fluence-webhook")

@@ -16,8 +16,8 @@ from cryptography import x509
 from hypothesis import HealthCheck, given, settings
 
 from tests.integration.test_webhook_process import WebhookProcess
-from tests.unit.test_webhook_app import reviews
-from tests.unit.test_webhook_support import QPU, apply_patch, container, pod, response_ops, review
+from tests.support.admission import QPU, apply_patch, container, pod, response_ops, review
+from tests.unit.webhook.test_app import reviews
 from webhook.certs import generate, write_files
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resources.yaml"

@@ -17,11 +17,11 @@ from starlette.applications import Starlette
 
 import scheduler_extender.__main__ as entry
 from fluence import names
-from fluence.controlplane import ControlPlane, SchedulerHandle
-from fluence.controlplane.schedconfig import scheduler_config
 from scheduler_extender.app import create_app
 from scheduler_extender.inspect import inspect_routes
 from scheduler_extender.scheduling import Scheduler
+from testbed import ControlPlane, SchedulerHandle
+from testbed.schedconfig import scheduler_config
 
 SUITE_LABEL = "fluence-e2e/suite"
 

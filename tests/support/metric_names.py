@@ -16,8 +16,8 @@ from starlette.testclient import TestClient
 from deviceplugin.metrics import PluginMetrics
 from fluence import resources, telemetry
 from scheduler_extender.app import create_app as extender_app
-from tests.unit.test_extender_app import Env
-from tests.unit.test_pods import make_node, make_pod
+from tests.unit.fluence.test_pods import make_node, make_pod
+from tests.unit.scheduler_extender.test_app import Env
 from webhook.admission import Admission
 from webhook.app import create_app as webhook_app
 from webhook.env import EnvContract

@@ -1,0 +1,310 @@
+"""List+watch reflectors: local copies of Nodes, Pods and PodGroups, kept current.
+
+One set of reflectors is shared by the graph, the ledger and the group lookup.
+Each reflector lists with a resourceVersion, then watches from it with
+bookmarks, decoding the raw stream lines with msgspec into the slim structs of
+:mod:`fluence.pods`; a ``410 Gone`` (or any broken stream) makes it list again.
+Blocking reads run in threads, one per reflector. PodGroup APIs that are not
+served (404) are tolerated: the reflector counts as synced and looks again later.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from fluence import groups, names
+from fluence.pods import (
+    Node,
+    Pod,
+    PodGroup,
+    decode_node,
+    decode_pod,
+    decode_podgroup,
+    decode_status,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+Handler = Callable[[str, Any], None]
+"""(event type, object) called after the store changed; DELETED carries the last state."""
+
+WATCH_SECONDS = 240
+RETRY_SECONDS = 1.0
+NOT_SERVED_RETRY_SECONDS = 30.0
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""  # noqa: N815 - the API's spelling
+
+
+class _List(msgspec.Struct):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[msgspec.Raw] = []
+
+
+class _Event(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+class _ObjMeta(msgspec.Struct):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+
+
+_list_decoder = msgspec.json.Decoder(_List)
+_event_decoder = msgspec.json.Decoder(_Event)
+_rv_decoder = msgspec.json.Decoder(_ObjMeta)
+
+
+class ApiStatusError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class RawApi:
+    """GET requests through a ``kubernetes`` ApiClient, returning the raw urllib3 response."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+
+    def get(self, path: str, query: list[tuple[str, Any]], timeout: float) -> Any:
+        method, url, headers, _, _ = self.api.param_serialize(
+            "GET",
+            path,
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        resp = self.api.call_api(method, url, header_params=headers, _request_timeout=(10, timeout))
+        raw = resp.response
+        if raw.status != 200:
+            body = raw.data.decode(errors="replace") if raw.data else ""
+            raw.release_conn()
+            raise ApiStatusError(raw.status, body[:300])
+        return raw
+
+
+def _lines(raw: Any) -> Iterator[bytes]:
+    buf = b""
+    for chunk in raw.stream(64 * 1024, decode_content=True):
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
+
+
+class Reflector(Generic[T]):
+    """A local, watched copy of one kind of object, keyed by ``namespace/name``."""
+
+    def __init__(
+        self,
+        api: RawApi,
+        path: str,
+        decode: Callable[[bytes], T],
+        key: Callable[[T], str],
+        *,
+        optional: bool = False,
+        name: str = "",
+    ) -> None:
+        self.api = api
+        self.path = path
+        self.decode = decode
+        self.key = key
+        self.optional = optional
+        self.name = name or path
+        self.synced = threading.Event()
+        self.served = True
+        self._store: dict[str, T] = {}
+        self._lock = threading.Lock()
+        self._handlers: list[Handler] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._rv = ""
+
+    def add_handler(self, fn: Handler) -> None:
+        self._handlers.append(fn)
+
+    def items(self) -> list[T]:
+        with self._lock:
+            return list(self._store.values())
+
+    def get(self, key: str) -> T | None:
+        with self._lock:
+            return self._store.get(key)
+
+    def start(self) -> Reflector[T]:
+        self._thread = threading.Thread(
+            target=self._run, name=f"reflector {self.name}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _emit(self, kind: str, obj: T) -> None:
+        for fn in self._handlers:
+            try:
+                fn(kind, obj)
+            except Exception:
+                log.exception("event handler failed", extra={"reflector": self.name, "event": kind})
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._list()
+                while not self._stop.is_set():
+                    self._watch()
+            except ApiStatusError as exc:
+                if exc.status == 404 and self.optional:
+                    if self.served:
+                        log.info("API not served; will look again", extra={"path": self.path})
+                    self.served = False
+                    self.synced.set()
+                    self._stop.wait(NOT_SERVED_RETRY_SECONDS)
+                    continue
+                if exc.status != 410:
+                    log.warning(
+                        "list/watch failed; retrying", extra={"path": self.path, "error": str(exc)}
+                    )
+                    self._stop.wait(RETRY_SECONDS)
+            except Exception as exc:  # noqa: BLE001 - a broken stream must never end the loop
+                log.warning(
+                    "list/watch broke; listing again", extra={"path": self.path, "error": repr(exc)}
+                )
+                self._stop.wait(RETRY_SECONDS)
+
+    def _list(self) -> None:
+        raw = self.api.get(self.path, [], timeout=60)
+        try:
+            data = raw.data
+        finally:
+            raw.release_conn()
+        lst = _list_decoder.decode(data)
+        fresh: dict[str, T] = {}
+        for item in lst.items:
+            obj = self.decode(item)
+            fresh[self.key(obj)] = obj
+        with self._lock:
+            old = self._store
+            self._store = fresh
+        self._rv = lst.metadata.resourceVersion
+        self.served = True
+        for k, obj in fresh.items():
+            self._emit(MODIFIED if k in old else ADDED, obj)
+        for k, obj in old.items():
+            if k not in fresh:
+                self._emit(DELETED, obj)
+        self.synced.set()
+
+    def _watch(self) -> None:
+        query: list[tuple[str, Any]] = [
+            ("watch", "true"),
+            ("resourceVersion", self._rv),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", WATCH_SECONDS),
+        ]
+        raw = self.api.get(self.path, query, timeout=WATCH_SECONDS + 30)
+        try:
+            for line in _lines(raw):
+                if self._stop.is_set():
+                    return
+                ev = _event_decoder.decode(line)
+                if ev.type == "ERROR":
+                    st = decode_status(ev.object)
+                    raise ApiStatusError(st.code or 500, st.message)
+                if ev.type == "BOOKMARK":
+                    self._rv = _rv_decoder.decode(ev.object).metadata.resourceVersion
+                    continue
+                obj = self.decode(ev.object)
+                k = self.key(obj)
+                with self._lock:
+                    if ev.type == DELETED:
+                        self._store.pop(k, None)
+                    else:
+                        self._store[k] = obj
+                self._rv = _rv_decoder.decode(ev.object).metadata.resourceVersion or self._rv
+                self._emit(ev.type, obj)
+        finally:
+            raw.release_conn()
+
+
+class ClusterReflectors:
+    """The shared reflectors and the lookups the scheduler needs from them."""
+
+    def __init__(self, api_client: Any) -> None:
+        api = RawApi(api_client)
+        self.nodes: Reflector[Node] = Reflector(
+            api, "/api/v1/nodes", decode_node, lambda n: n.metadata.name, name="nodes"
+        )
+        self.pods: Reflector[Pod] = Reflector(api, "/api/v1/pods", decode_pod, _key, name="pods")
+        self.podgroups: Reflector[PodGroup] = Reflector(
+            api,
+            f"/apis/{names.PODGROUP_GROUP}/{names.PODGROUP_VERSION}/{names.PODGROUP_PLURAL}",
+            decode_podgroup,
+            _key,
+            optional=True,
+            name="podgroups",
+        )
+        self.x_podgroups: Reflector[PodGroup] = Reflector(
+            api,
+            f"/apis/{names.X_PODGROUP_GROUP}/{names.X_PODGROUP_VERSION}/{names.PODGROUP_PLURAL}",
+            decode_podgroup,
+            _key,
+            optional=True,
+            name="x-podgroups",
+        )
+        self.all: list[Reflector[Any]] = [self.nodes, self.pods, self.podgroups, self.x_podgroups]
+        # Registered first, so the index is current before any other pod handler runs.
+        self.by_group = groups.PodsByGroup()
+        self.pods.add_handler(self._index_pod)
+
+    def _index_pod(self, kind: str, pod: Pod) -> None:
+        if kind == DELETED:
+            self.by_group.remove(pod)
+        else:
+            self.by_group.update(pod)
+
+    def start(self) -> None:
+        for r in self.all:
+            r.start()
+
+    def stop(self) -> None:
+        for r in self.all:
+            r.stop()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for r in self.all:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not r.synced.wait(left):
+                return False
+        return True
+
+    # ClusterView
+    def pods_in(self, namespace: str) -> list[Pod]:
+        return [p for p in self.pods.items() if p.metadata.namespace == namespace]
+
+    def group_pods(self, ref: groups.GroupRef) -> list[Pod]:
+        return self.by_group.members(ref)
+
+    def podgroup(self, api_group: str, namespace: str, name: str) -> PodGroup | None:
+        store = self.x_podgroups if api_group == names.X_PODGROUP_GROUP else self.podgroups
+        return store.get(f"{namespace}/{name}")
+
+
+def _key(obj: Pod | PodGroup) -> str:
+    return f"{obj.metadata.namespace}/{obj.metadata.name}"

@@ -1,0 +1,611 @@
+"""A real local control plane: etcd + kube-apiserver (+ kube-schedulers) on loopback.
+
+Tests, benchmarks and the demo need a genuine apiserver (admission webhooks,
+PodGroup API, RBAC, watches) and a genuine kube-scheduler, but no containers.
+:class:`ControlPlane` starts the binaries built by :mod:`binaries` on free
+ports inside a work directory, and tears everything down again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import logging
+import shutil
+import ssl
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from fluence import pki
+from testbed import nodes as fake_nodes
+from testbed.binaries import Binaries, ensure_binaries
+from testbed.kubelet import StandInKubelet
+from testbed.processes import (
+    DEFAULT_GRACE_S,
+    ManagedProcess,
+    ProcessStartError,
+    StartStop,
+    free_port,
+    wait_until,
+)
+from testbed.rest import KubeApiError, KubeRest, client_ssl_context
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+log = logging.getLogger(__name__)
+
+FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
+RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+START_TIMEOUT_S = 90.0
+SCHEDULER_START_TIMEOUT_S = 60.0
+# Namespaces the apiserver's bootstrap controller creates; ready means they exist.
+SYSTEM_NAMESPACES = ("default", "kube-system")
+
+
+@dataclass
+class SchedulerHandle:
+    """A running kube-scheduler started by :meth:`ControlPlane.start_scheduler`."""
+
+    name: str
+    process: ManagedProcess
+    port: int
+    config_path: Path
+    directory: Path
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+    def running(self) -> bool:
+        return self.process.running()
+
+
+@dataclass
+class Timings:
+    """Seconds spent in the phases of the last start/stop."""
+
+    binaries_s: float = 0.0
+    etcd_ready_s: float = 0.0
+    apiserver_ready_s: float = 0.0
+    start_s: float = 0.0
+    stop_s: float = 0.0
+
+
+class ControlPlane(StartStop):
+    """etcd + kube-apiserver on free loopback ports; optional schedulers, fake nodes, kubelet.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. The work
+    directory (a fresh temporary one unless ``workdir`` is given) holds the
+    PKI, etcd data, kubeconfig and one log per process; it is removed on stop
+    unless ``keep`` is true.
+
+    Start it from a long-lived thread (normally the main thread): the kernel
+    kills the components when the thread that started them exits.
+    """
+
+    def __init__(
+        self,
+        workdir: Path | str | None = None,
+        *,
+        keep: bool = False,
+        binaries: Binaries | None = None,
+        apiserver_args: Sequence[str] = (),
+        etcd_args: Sequence[str] = (),
+        feature_gates: str = FEATURE_GATES,
+        start_timeout_s: float = START_TIMEOUT_S,
+        grace_s: float = DEFAULT_GRACE_S,
+    ) -> None:
+        self._requested_workdir = Path(workdir) if workdir is not None else None
+        self.keep = keep
+        self._binaries = binaries
+        self.apiserver_args = list(apiserver_args)
+        self.etcd_args = list(etcd_args)
+        self.feature_gates = feature_gates
+        self.start_timeout_s = start_timeout_s
+        self.grace_s = grace_s
+        self.timings = Timings()
+        self._workdir: Path | None = None
+        self._created_workdir = False
+        self._etcd: ManagedProcess | None = None
+        self._apiserver: ManagedProcess | None = None
+        self._schedulers: list[SchedulerHandle] = []
+        self._scheduler_seq = 0
+        self._kubelet: StandInKubelet | None = None
+        self._fake_nodes: set[str] = set()
+        self._rest: KubeRest | None = None
+        self.ca: pki.CertificateAuthority | None = None
+        self.server = ""
+        self.etcd_url = ""
+
+    # Paths -----------------------------------------------------------------------
+
+    @property
+    def workdir(self) -> Path:
+        if self._workdir is None:
+            raise RuntimeError("the control plane is not started; call start() first")
+        return self._workdir
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.workdir / "pki"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.pki_dir / "ca.crt"
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.ca_file.read_bytes()
+
+    @property
+    def admin_cert_file(self) -> Path:
+        return self.pki_dir / "admin.crt"
+
+    @property
+    def admin_key_file(self) -> Path:
+        return self.pki_dir / "admin.key"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "admin.kubeconfig"
+
+    def log_path(self, component: str) -> Path:
+        return self.workdir / "logs" / f"{component}.log"
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """Every process this control plane currently owns (for leak checks)."""
+        procs = [s.process for s in self._schedulers]
+        procs.extend(p for p in (self._apiserver, self._etcd) if p is not None)
+        return procs
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    # Lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> ControlPlane:
+        """Start etcd and kube-apiserver and wait until the API is usable."""
+        if self._apiserver is not None:
+            return self
+        started = time.monotonic()
+        try:
+            if self._binaries is None:
+                self._binaries = ensure_binaries()
+            self.timings.binaries_s = time.monotonic() - started
+            self._prepare_workdir()
+            self._write_pki()
+            t0 = time.monotonic()
+            self._start_etcd()
+            self.timings.etcd_ready_s = time.monotonic() - t0
+            t0 = time.monotonic()
+            self._start_apiserver()
+            self.timings.apiserver_ready_s = time.monotonic() - t0
+            self._write_kubeconfig()
+        except BaseException:
+            self.stop()
+            raise
+        self.timings.start_s = time.monotonic() - started
+        log.info(
+            "control plane ready",
+            extra={
+                "server": self.server,
+                "workdir": str(self.workdir),
+                "start_s": round(self.timings.start_s, 2),
+            },
+        )
+        return self
+
+    def stop(self) -> None:
+        """Stop the kubelet, schedulers, apiserver and etcd (in that order); remove the work dir."""
+        started = time.monotonic()
+        if self._kubelet is not None:
+            self._kubelet.stop(timeout_s=0.1)
+        for handle in list(self._schedulers):
+            self.stop_scheduler(handle)
+        for proc in (self._apiserver, self._etcd):
+            if proc is not None:
+                proc.stop(self.grace_s)
+        if self._kubelet is not None:
+            self._kubelet.stop()
+            self._kubelet = None
+        self._apiserver = None
+        self._etcd = None
+        self._rest = None
+        self._fake_nodes.clear()
+        if self._workdir is not None and not self.keep:
+            if self._created_workdir:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+            else:
+                for child in ("pki", "etcd", "logs", "schedulers", "admin.kubeconfig"):
+                    path = self._workdir / child
+                    if path.is_dir():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink(missing_ok=True)
+        self.timings.stop_s = time.monotonic() - started
+
+    def _prepare_workdir(self) -> None:
+        if self._requested_workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="fluence-cp-"))
+            self._created_workdir = True
+        else:
+            self._created_workdir = not self._requested_workdir.exists()
+            self._requested_workdir.mkdir(parents=True, exist_ok=True)
+            self._workdir = self._requested_workdir.resolve()
+
+    def _write_pki(self) -> None:
+        ca = pki.CertificateAuthority("fluence-controlplane-ca")
+        ca.write(self.pki_dir, "ca")
+        ca.issue_serving(list(pki.DEFAULT_HOSTS), "kube-apiserver").write(self.pki_dir, "apiserver")
+        ca.issue_client("admin", ("system:masters",)).write(self.pki_dir, "admin")
+        pki.write_service_account_keys(self.pki_dir)
+        self.ca = ca
+
+    # etcd -------------------------------------------------------------------------
+
+    def _start_etcd(self) -> None:
+        assert self._binaries is not None
+        client_port, peer_port = free_port(), free_port()
+        client = f"http://127.0.0.1:{client_port}"
+        peer = f"http://127.0.0.1:{peer_port}"
+        argv = [
+            str(self._binaries.etcd),
+            "--name=fluence",
+            f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=fluence={peer}",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+            *self.etcd_args,
+        ]
+        self._etcd = ManagedProcess("etcd", argv, self.log_path("etcd"), cwd=self.workdir)
+        self.etcd_url = client
+
+        def healthy() -> bool:
+            conn = http.client.HTTPConnection("127.0.0.1", client_port, timeout=2)
+            try:
+                conn.request("GET", "/health")
+                response = conn.getresponse()
+                body = json.loads(response.read() or b"{}")
+                return response.status == 200 and body.get("health") == "true"
+            finally:
+                conn.close()
+
+        wait_until(healthy, timeout_s=self.start_timeout_s, what="healthy", process=self._etcd)
+
+    # kube-apiserver ------------------------------------------------------------
+
+    def _start_apiserver(self) -> None:
+        assert self._binaries is not None
+        port = free_port()
+        d = self.pki_dir
+        argv = [
+            str(self._binaries.kube_apiserver),
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={d}",
+            f"--tls-cert-file={d / 'apiserver.crt'}",
+            f"--tls-private-key-file={d / 'apiserver.key'}",
+            f"--client-ca-file={d / 'ca.crt'}",
+            "--authorization-mode=Node,RBAC",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={d / 'sa.pub'}",
+            f"--service-account-signing-key-file={d / 'sa.key'}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            f"--feature-gates={self.feature_gates}",
+            f"--runtime-config={RUNTIME_CONFIG}",
+            *self.apiserver_args,
+        ]
+        self._apiserver = ManagedProcess(
+            "kube-apiserver", argv, self.log_path("kube-apiserver"), cwd=self.workdir
+        )
+        self.server = f"https://127.0.0.1:{port}"
+        rest = self.rest
+
+        def ready() -> bool:
+            status, _ = self._probe("/readyz")
+            if status != 200:
+                return False
+            for namespace in SYSTEM_NAMESPACES:
+                rest.get(f"/api/v1/namespaces/{namespace}")
+            return True
+
+        wait_until(ready, timeout_s=self.start_timeout_s, what="ready", process=self._apiserver)
+
+    def _admin_context(self) -> ssl.SSLContext:
+        return client_ssl_context(
+            str(self.ca_file), str(self.admin_cert_file), str(self.admin_key_file)
+        )
+
+    def _probe(self, path: str) -> tuple[int, str]:
+        host, port = self.server.removeprefix("https://").rsplit(":", 1)
+        conn = http.client.HTTPSConnection(
+            host, int(port), context=self._admin_context(), timeout=5
+        )
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.read().decode(errors="replace")
+        finally:
+            conn.close()
+
+    def _write_kubeconfig(self) -> None:
+        self.kubeconfig.write_text(yaml.safe_dump(self.kubeconfig_dict(), sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+
+    def kubeconfig_dict(self) -> dict[str, Any]:
+        """Admin kubeconfig (client certificate in group system:masters), files by path."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "fluence",
+                    "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)},
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate": str(self.admin_cert_file),
+                        "client-key": str(self.admin_key_file),
+                    },
+                }
+            ],
+            "contexts": [{"name": "fluence", "context": {"cluster": "fluence", "user": "admin"}}],
+            "current-context": "fluence",
+        }
+
+    # Clients ------------------------------------------------------------------------
+
+    @property
+    def rest(self) -> KubeRest:
+        """Plain JSON client with admin rights (what the harness itself uses)."""
+        if self._rest is None:
+            if not self.server:
+                raise RuntimeError("the control plane is not started; call start() first")
+            self._rest = KubeRest(self.server, self._admin_context())
+        return self._rest
+
+    def api_client(self) -> ApiClient:
+        """A `kubernetes` client ApiClient with admin rights against this apiserver."""
+        from kubernetes import client
+
+        config = client.Configuration(
+            host=self.server,
+            ssl_ca_cert=str(self.ca_file),
+            cert_file=str(self.admin_cert_file),
+            key_file=str(self.admin_key_file),
+        )
+        return client.ApiClient(config)
+
+    # Schedulers ----------------------------------------------------------------------
+
+    def start_scheduler(
+        self,
+        config: Mapping[str, Any] | str,
+        *,
+        extra_args: Sequence[str] = (),
+        name: str | None = None,
+        timeout_s: float = SCHEDULER_START_TIMEOUT_S,
+    ) -> SchedulerHandle:
+        """Run a kube-scheduler with a KubeSchedulerConfiguration (dict or YAML text).
+
+        ``clientConnection.kubeconfig`` is set to the admin kubeconfig and leader
+        election is off unless the config sets ``leaderElection.leaderElect``.
+        Returns once its /healthz answers.
+        """
+        if self._binaries is None or self._apiserver is None:
+            raise RuntimeError("start the control plane before starting a scheduler")
+        document = yaml.safe_load(config) if isinstance(config, str) else dict(config)
+        if not isinstance(document, dict):
+            raise ValueError("scheduler config must be a mapping (KubeSchedulerConfiguration)")
+        document.setdefault("apiVersion", "kubescheduler.config.k8s.io/v1")
+        document.setdefault("kind", "KubeSchedulerConfiguration")
+        document["clientConnection"] = {
+            **(document.get("clientConnection") or {}),
+            "kubeconfig": str(self.kubeconfig),
+        }
+        election = dict(document.get("leaderElection") or {})
+        election.setdefault("leaderElect", False)
+        document["leaderElection"] = election
+        self._scheduler_seq += 1
+        sched_name = name or f"kube-scheduler-{self._scheduler_seq}"
+        directory = self.workdir / "schedulers" / sched_name
+        directory.mkdir(parents=True, exist_ok=True)
+        config_path = directory / "config.yaml"
+        config_path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return self._launch_scheduler(
+            sched_name, config_path, directory, list(extra_args), timeout_s
+        )
+
+    def _launch_scheduler(
+        self,
+        name: str,
+        config_path: Path,
+        directory: Path,
+        extra_args: list[str],
+        timeout_s: float,
+        port: int | None = None,
+    ) -> SchedulerHandle:
+        assert self._binaries is not None
+        port = port or free_port()
+        argv = [
+            str(self._binaries.kube_scheduler),
+            f"--config={config_path}",
+            f"--feature-gates={self.feature_gates}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={directory / 'certs'}",
+            *extra_args,
+        ]
+        process = ManagedProcess(name, argv, self.log_path(name), cwd=directory)
+        handle = SchedulerHandle(name, process, port, config_path, directory, extra_args)
+        self._schedulers.append(handle)
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+
+        def healthy() -> bool:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=insecure, timeout=2)
+            try:
+                conn.request("GET", "/healthz")
+                return conn.getresponse().status == 200
+            finally:
+                conn.close()
+
+        try:
+            wait_until(healthy, timeout_s=timeout_s, what="healthy", process=process)
+        except BaseException:
+            self.stop_scheduler(handle)
+            raise
+        return handle
+
+    def stop_scheduler(self, handle: SchedulerHandle) -> None:
+        handle.process.stop(self.grace_s)
+        if handle in self._schedulers:
+            self._schedulers.remove(handle)
+
+    def restart_scheduler(
+        self, handle: SchedulerHandle, *, timeout_s: float = SCHEDULER_START_TIMEOUT_S
+    ) -> SchedulerHandle:
+        """Stop a scheduler and start it again with the same config and arguments."""
+        self.stop_scheduler(handle)
+        return self._launch_scheduler(
+            handle.name, handle.config_path, handle.directory, handle.extra_args, timeout_s
+        )
+
+    @property
+    def schedulers(self) -> list[SchedulerHandle]:
+        return list(self._schedulers)
+
+    # Fake nodes and the stand-in kubelet -----------------------------------------------
+
+    def add_nodes(
+        self,
+        count: int,
+        prefix: str = "node-",
+        capacity: Mapping[str, str] | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
+        taints: Sequence[Mapping[str, str]] = (),
+    ) -> list[str]:
+        """Create ``count`` Ready fake nodes named ``<prefix><i>``, continuing after existing ones.
+
+        ``capacity`` extends the default cpu/memory/pods; allocatable equals capacity.
+        """
+        names: list[str] = []
+        index = 0
+        while len(names) < count:
+            candidate = f"{prefix}{index}"
+            index += 1
+            if candidate in self._fake_nodes:
+                continue
+            fake_nodes.create_node(self.rest, candidate, capacity, labels=labels, taints=taints)
+            self._fake_nodes.add(candidate)
+            names.append(candidate)
+        return names
+
+    def patch_node_status(
+        self,
+        name: str,
+        *,
+        capacity: Mapping[str, str | None] | None = None,
+        allocatable: Mapping[str, str | None] | None = None,
+    ) -> dict[str, Any]:
+        """Merge (extended) resources into a node's status; other resources are kept."""
+        return fake_nodes.merge_node_status(
+            self.rest, name, capacity=capacity, allocatable=allocatable
+        )
+
+    def delete_node(self, name: str) -> None:
+        fake_nodes.delete_node(self.rest, name)
+        self._fake_nodes.discard(name)
+
+    @property
+    def fake_nodes(self) -> list[str]:
+        return sorted(self._fake_nodes)
+
+    def is_fake_node(self, name: str) -> bool:
+        """Nodes made by :meth:`add_nodes`, or by anyone else with the fake-node label."""
+        if name in self._fake_nodes:
+            return True
+        try:
+            node = self.rest.get(f"/api/v1/nodes/{name}")
+        except KubeApiError:
+            return False
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if labels.get(fake_nodes.FAKE_NODE_LABEL) == "true":
+            self._fake_nodes.add(name)
+            return True
+        return False
+
+    def start_kubelet(self) -> StandInKubelet:
+        """Start (once) the stand-in kubelet for this control plane's fake nodes."""
+        if self._kubelet is None:
+            self._kubelet = StandInKubelet(self.rest, self.is_fake_node).start()
+            self._kubelet.wait_synced()
+        return self._kubelet
+
+    @property
+    def kubelet(self) -> StandInKubelet:
+        return self.start_kubelet()
+
+    # Namespaces -------------------------------------------------------------------------
+
+    def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        if labels:
+            body["metadata"] = {"name": name, "labels": dict(labels)}
+        self.rest.create("/api/v1/namespaces", body)
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete a namespace at once; there is no namespace controller to finish it.
+
+        Pods are force-deleted, then the namespace's finalizer is cleared. Other
+        objects inside stay in etcd, harmless for a throwaway cluster.
+        """
+        with contextlib.suppress(KubeApiError):
+            self.rest.delete(f"/api/v1/namespaces/{name}/pods", gracePeriodSeconds=0)
+        try:
+            self.rest.delete(f"/api/v1/namespaces/{name}")
+            namespace = self.rest.get(f"/api/v1/namespaces/{name}")
+        except KubeApiError as exc:
+            if exc.status == 404:
+                return
+            raise
+        namespace["spec"]["finalizers"] = []
+        with contextlib.suppress(KubeApiError):
+            self.rest.replace(f"/api/v1/namespaces/{name}/finalize", namespace)
+
+
+__all__ = ["ControlPlane", "ProcessStartError", "SchedulerHandle", "Timings"]

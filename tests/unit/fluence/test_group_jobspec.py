@@ -1,0 +1,119 @@
+"""Group -> jobspecs: slots per pod shape, device matches, require- annotations, exclusions."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluence import names
+from fluence.group_jobspec import JobspecError, group_jobspecs
+from fluence.pods import pod_requests, split_requests
+from tests.unit.fluence.test_pods import make_pod
+
+KNOWN = {"qdevice", "qpu", "qubit"}
+
+
+def test_homogeneous_group_is_one_slot_shape_counted_per_pod() -> None:
+    pods = [make_pod(f"p{i}", cpu="4", memory="8Gi", group="training") for i in range(2)]
+    specs = group_jobspecs("default/training", pods, KNOWN)
+    assert specs.devices == ()
+    (c,) = specs.compute
+    assert c.jobspec == {
+        "version": 9999,
+        "resources": [
+            {
+                "type": "slot",
+                "count": 2,
+                "label": "default",
+                "with": [{"type": "core", "count": 4000}, {"type": "memory", "count": 8192}],
+            }
+        ],
+        "attributes": {"system": {"constraints": {"properties": ["virtual=false"]}, "duration": 0}},
+        "tasks": [{"command": ["default/training"], "slot": "default", "count": {"per_slot": 1}}],
+    }
+
+
+def test_requests_worked_out_by_the_caller_give_the_same_jobspecs() -> None:
+    pods = [
+        make_pod("a", cpu="1"),
+        make_pod("b", cpu="2", extra={"nvidia.com/gpu": "1", names.resource_name("qpu"): "1"}),
+        make_pod("c", cpu="1"),
+    ]
+    split = {p.key: split_requests(pod_requests(p)) for p in pods}
+    assert group_jobspecs("default/g", pods, KNOWN, ["n1"], split=split) == group_jobspecs(
+        "default/g", pods, KNOWN, ["n1"]
+    )
+
+
+def test_heterogeneous_group_gets_one_jobspec_per_shape_biggest_first() -> None:
+    pods = [
+        make_pod("a", cpu="1"),
+        make_pod("b", cpu="2", extra={"nvidia.com/gpu": "1"}),
+        make_pod("c", cpu="1"),
+    ]
+    specs = group_jobspecs("default/g", pods, KNOWN)
+    assert [(dict(c.shape), c.count) for c in specs.compute] == [
+        ({"core": 2000, "gpu": 1}, 1),
+        ({"core": 1000}, 2),
+    ]
+
+
+def test_device_request_adds_a_virtual_match_with_require_annotations() -> None:
+    pod = make_pod(
+        "sampler",
+        cpu=None,
+        extra={names.resource_name("qpu"): "1"},
+        annotations={
+            names.ANNOTATION_REQUIRE_PREFIX + "vendor": "ibm",
+            names.ANNOTATION_REQUIRE_PREFIX + "region": "",
+        },
+    )
+    specs = group_jobspecs("default/sampler", [pod], KNOWN)
+    assert specs.compute == ()
+    (d,) = specs.devices
+    assert d.jobspec["resources"] == [
+        {"type": "slot", "count": 1, "label": "device", "with": [{"type": "node", "count": 1}]}
+    ]
+    assert d.jobspec["attributes"]["system"] == {
+        "constraints": {
+            "properties": ["virtual=true", "class=qpu", "fluxion.flux-framework.org/vendor=ibm"]
+        },
+        "duration": 0,
+    }
+
+
+def test_device_count_is_the_max_over_members_and_requires_are_deduplicated() -> None:
+    req = names.ANNOTATION_REQUIRE_PREFIX + "vendor"
+    pods = [
+        make_pod("a", extra={names.resource_name("qpu"): "1"}, annotations={req: "ibm"}),
+        make_pod("b", extra={names.resource_name("qpu"): "2"}, annotations={req: "ibm"}),
+    ]
+    specs = group_jobspecs("default/g", pods, KNOWN)
+    (d,) = specs.devices
+    assert d.count == 2
+    assert (
+        d.jobspec["attributes"]["system"]["constraints"]["properties"].count(
+            "fluxion.flux-framework.org/vendor=ibm"
+        )
+        == 1
+    )
+    assert "fluxion.flux-framework.org/vendor=ibm" not in str(specs.compute[0].jobspec)
+
+
+def test_excluded_nodes_become_a_sorted_not_hostlist() -> None:
+    specs = group_jobspecs("default/p", [make_pod("p")], KNOWN, exclude=["node-c", "node-b"])
+    assert specs.compute[0].jobspec["attributes"]["system"]["constraints"] == {
+        "and": [{"properties": ["virtual=false"]}, {"not": [{"hostlist": ["node-b", "node-c"]}]}]
+    }
+
+
+def test_unknown_virtual_type_is_refused_with_a_fix() -> None:
+    pod = make_pod("p", extra={names.resource_name("fpga"): "1"})
+    with pytest.raises(JobspecError, match="fpga.*not in the resources config"):
+        group_jobspecs("default/p", [pod], KNOWN)
+    with pytest.raises(JobspecError, match="no resources config"):
+        group_jobspecs("default/p", [pod], set())
+
+
+def test_empty_group_is_an_error() -> None:
+    with pytest.raises(JobspecError, match="no pods"):
+        group_jobspecs("default/g", [], KNOWN)

@@ -1,0 +1,79 @@
+"""Which gang a pod belongs to, and its quorum, from every supported source."""
+
+from __future__ import annotations
+
+import json
+
+from fluence import groups, names
+from fluence.pods import PodGroup, decode_podgroup
+from tests.unit.fluence.test_pods import make_pod
+
+
+def _pg(api: str, name: str, spec: dict[str, object]) -> PodGroup:
+    return decode_podgroup(
+        json.dumps(
+            {
+                "apiVersion": api,
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": spec,
+            }
+        )
+    )
+
+
+def _lookup(table: dict[tuple[str, str, str], PodGroup]) -> groups.PodGroupLookup:
+    return lambda api, ns, name: table.get((api, ns, name))
+
+
+def test_native_scheduling_group_reads_min_count_from_the_podgroup() -> None:
+    pg = _pg(
+        "scheduling.k8s.io/v1alpha2", "training", {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    )
+    ref = groups.identify(
+        make_pod("a", group="training"), _lookup({("scheduling.k8s.io", "default", "training"): pg})
+    )
+    assert (ref.key, ref.source, ref.min_count) == ("default/training", groups.NATIVE, 2)
+
+
+def test_k8s_label_names_a_native_podgroup() -> None:
+    pg = _pg("scheduling.k8s.io/v1alpha2", "g", {"schedulingPolicy": {"gang": {"minCount": 3}}})
+    pod = make_pod("a", labels={names.LABEL_K8S_POD_GROUP: "g"})
+    ref = groups.identify(pod, _lookup({("scheduling.k8s.io", "default", "g"): pg}))
+    assert (ref.key, ref.source, ref.min_count) == ("default/g", groups.LABEL_K8S, 3)
+
+
+def test_fluence_label_takes_its_size_from_the_annotation() -> None:
+    pod = make_pod(
+        "a", labels={names.LABEL_GROUP: "gang3"}, annotations={names.ANNOTATION_GROUP_SIZE: "4"}
+    )
+    ref = groups.identify(pod)
+    assert (ref.key, ref.source, ref.min_count) == ("default/gang3", groups.LABEL_FLUENCE, 4)
+
+
+def test_fluence_label_without_size_falls_back_to_the_podgroup_then_one() -> None:
+    pod = make_pod("a", labels={names.LABEL_GROUP: "g"})
+    assert groups.identify(pod).min_count == 1
+    pg = _pg("scheduling.k8s.io/v1alpha2", "g", {"schedulingPolicy": {"gang": {"minCount": 5}}})
+    assert groups.identify(pod, _lookup({("scheduling.k8s.io", "default", "g"): pg})).min_count == 5
+
+
+def test_scheduler_plugins_label_reads_min_member() -> None:
+    pg = _pg("scheduling.x-k8s.io/v1alpha1", "old", {"minMember": 6})
+    pod = make_pod("a", labels={names.LABEL_X_K8S_POD_GROUP: "old"})
+    ref = groups.identify(pod, _lookup({("scheduling.x-k8s.io", "default", "old"): pg}))
+    assert (ref.source, ref.min_count) == (groups.LABEL_X_K8S, 6)
+
+
+def test_a_pod_without_a_group_is_a_group_of_one() -> None:
+    ref = groups.identify(make_pod("solo", ns="team"))
+    assert (ref.key, ref.single, ref.min_count) == ("team/solo", True, 1)
+
+
+def test_native_field_wins_over_labels_and_namespaces_keep_groups_apart() -> None:
+    pod = make_pod("a", group="native", labels={names.LABEL_GROUP: "label"})
+    ref = groups.identify(pod)
+    assert ref.name == "native"
+    assert groups.same_group(make_pod("b", group="native"), ref)
+    assert not groups.same_group(make_pod("b", ns="other", group="native"), ref)
+    assert not groups.same_group(make_pod("c", labels={names.LABEL_GROUP: "native"}), ref)

@@ -1,0 +1,310 @@
+"""The ledger: tentative at filter, committed at bind, released at the end, rebuilt on restart."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from fluence import names, resources
+from fluence.cluster_graph import ClusterGraph
+from fluence.ledger import COMMITTED, FOREIGN, TENTATIVE, Ledger, LedgerError, decode_record
+from fluence.pods import Pod, decode_pod
+from tests.unit.fluence.test_pods import make_node, make_pod
+
+EXAMPLES = resources.load("examples/resources.yaml")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def bound(
+    pod: Pod, node: str, annotations: dict[str, str] | None = None, phase: str = "Running"
+) -> Pod:
+    doc: dict[str, Any] = json.loads(
+        json.dumps(
+            {
+                "metadata": {
+                    "name": pod.metadata.name,
+                    "namespace": pod.metadata.namespace,
+                    "uid": pod.metadata.uid,
+                    "labels": pod.metadata.labels,
+                    "annotations": {**pod.metadata.annotations, **(annotations or {})},
+                },
+                "spec": {
+                    "schedulerName": pod.spec.scheduler_name,
+                    "nodeName": node,
+                    "containers": [
+                        {"name": c.name, "resources": {"requests": c.resources.requests}}
+                        for c in pod.spec.containers
+                    ],
+                },
+                "status": {"phase": phase},
+            }
+        )
+    )
+    return decode_pod(json.dumps(doc))
+
+
+def test_four_one_cpu_pods_of_a_gang_share_one_four_cpu_node_and_a_fifth_does_not_fit() -> None:
+    ledger = Ledger(ClusterGraph(EXAMPLES, [make_node("big", cpu="4", memory="8Gi")]))
+    gang = [make_pod(f"w{i}", cpu="1", memory="1Gi", group="g") for i in range(4)]
+    res = ledger.place("default/g", gang)
+    assert res.status == "allocated"
+    assert {k: h.node for k, h in res.holdings.items()} == {
+        f"default/w{i}": "big" for i in range(4)
+    }
+    assert len({h.jobid for h in res.holdings.values()}) == 4
+    fifth = ledger.place("default/x", [make_pod("x", cpu="1", memory="1Gi")])
+    assert fifth.status == "busy"
+    assert "does not fit now" in fifth.message
+
+
+def test_first_policy_fills_the_first_node_before_the_next() -> None:
+    ledger = Ledger(ClusterGraph(EXAMPLES, [make_node("a", cpu="4"), make_node("b", cpu="4")]))
+    res = ledger.place("default/g", [make_pod(f"w{i}", cpu="1", group="g") for i in range(4)])
+    assert len({h.node for h in res.holdings.values()}) == 1
+
+
+def test_gang_larger_than_the_cluster_is_unsatisfiable_and_holds_nothing() -> None:
+    g = ClusterGraph(EXAMPLES, [make_node("a", cpu="2")])
+    ledger = Ledger(g)
+    res = ledger.place("default/g", [make_pod(f"w{i}", cpu="1", group="g") for i in range(3)])
+    assert res.status == "unsatisfiable" and "can never fit" in res.message
+    assert ledger.holdings() == {}
+    assert g.node_usage()["a"]["core"]["allocated"] == 0
+
+
+def test_heterogeneous_gang_is_all_or_nothing() -> None:
+    g = ClusterGraph(EXAMPLES, [make_node("a", cpu="4", gpu="1"), make_node("b", cpu="4")])
+    ledger = Ledger(g)
+    pods = [
+        make_pod("gpu0", cpu="1", extra={"nvidia.com/gpu": "1"}),
+        make_pod("cpu0", cpu="4"),
+        make_pod("cpu1", cpu="3"),
+    ]
+    res = ledger.place("default/h", pods)
+    assert res.status == "allocated"
+    assert res.holdings["default/gpu0"].node == "a"
+    assert res.holdings["default/gpu0"].amounts == {"core": 1000, "gpu": 1}
+    # A second gang whose GPU part cannot fit leaves nothing behind.
+    before = g.node_usage()
+    again = ledger.place(
+        "default/h2",
+        [make_pod("g2", cpu="1", extra={"nvidia.com/gpu": "1"}), make_pod("c2", cpu="1")],
+    )
+    assert again.status == "busy"
+    assert g.node_usage() == before
+
+
+def test_commit_release_and_move() -> None:
+    g = ClusterGraph(EXAMPLES, [make_node("a", cpu="2"), make_node("b", cpu="2")])
+    ledger = Ledger(g)
+    res = ledger.place("default/p", [make_pod("p", cpu="2")])
+    first = res.holdings["default/p"].node
+    other = "b" if first == "a" else "a"
+    moved = ledger.commit("default/p", "uid-default-p", other)
+    assert (moved.node, moved.state) == (other, COMMITTED)
+    assert g.node_usage()[other]["core"]["allocated"] == 2000
+    assert g.node_usage()[first]["core"]["allocated"] == 0
+    rec = decode_record(moved.annotations()[names.ANNOTATION_ALLOCATION])
+    assert (rec.node, rec.amounts, rec.group) == (other, {"core": 2000}, "default/p")
+    ledger.release("default/p", "test")
+    assert g.node_usage()[other]["core"]["allocated"] == 0
+
+
+def test_commit_refuses_a_node_where_the_pod_does_not_fit() -> None:
+    g = ClusterGraph(EXAMPLES, [make_node("a", cpu="2"), make_node("b", cpu="1")])
+    ledger = Ledger(g)
+    ledger.place("default/p", [make_pod("p", cpu="2")])
+    try:
+        ledger.commit("default/p", "", "b")
+    except LedgerError as exc:
+        assert "do not fit" in str(exc)
+    else:
+        raise AssertionError("commit to a too-small node must fail")
+    try:
+        ledger.commit("default/unknown", "", "a")
+    except LedgerError as exc:
+        assert "no allocation" in str(exc)
+    else:
+        raise AssertionError("commit without allocation must fail")
+
+
+def test_unbound_tentative_holdings_expire_and_touch_keeps_them() -> None:
+    clock = Clock()
+    ledger = Ledger(ClusterGraph(EXAMPLES, [make_node("a")]), unbound_timeout=300, clock=clock)
+    ledger.place("default/g", [make_pod("p", cpu="1"), make_pod("q", cpu="1")])
+    ledger.commit("default/q", "", ledger.holdings()["default/q"].node)
+    clock.now += 200
+    ledger.touch("default/p")
+    clock.now += 200
+    assert ledger.expire() == []
+    clock.now += 100
+    assert ledger.expire() == ["default/p"]
+    assert list(ledger.holdings()) == ["default/q"]
+
+
+def test_terminal_and_deleted_pods_release_at_once() -> None:
+    g = ClusterGraph(EXAMPLES, [make_node("a")])
+    ledger = Ledger(g)
+    p, q = make_pod("p", cpu="1"), make_pod("q", cpu="1")
+    ledger.place("default/g", [p, q])
+    for k in ("default/p", "default/q"):
+        h = ledger.commit(k, "", "a")
+    ledger.observe(bound(p, "a", h.annotations(), phase="Succeeded"))
+    ledger.forget("default/q")
+    assert ledger.holdings() == {}
+    assert g.node_usage()["a"]["core"]["allocated"] == 0
+
+
+def test_recovery_replays_records_and_accounts_foreign_pods() -> None:
+    nodes = [make_node("a", cpu="4"), make_node("b", cpu="4")]
+    g1 = ClusterGraph(EXAMPLES, nodes)
+    l1 = Ledger(g1)
+    gang = [
+        make_pod(
+            f"w{i}", cpu="1", group="g", extra={names.resource_name("qpu"): "1"} if i == 0 else None
+        )
+        for i in range(3)
+    ]
+    l1.place("default/g", gang)
+    cluster: list[Pod] = []
+    for p in gang:
+        h = l1.commit(p.key, p.metadata.uid, l1.holdings()[p.key].node)
+        cluster.append(bound(p, h.node, h.annotations()))
+    cluster.append(bound(make_pod("sys", cpu="500m", scheduler="default-scheduler"), "b"))
+    cluster.append(bound(make_pod("done", cpu="4"), "b", phase="Succeeded"))
+    # A new process: fresh graph, same nodes, same pods.
+    g2 = ClusterGraph(EXAMPLES, nodes)
+    l2 = Ledger(g2)
+    for p in cluster:
+        l2.observe(p)
+    assert g2.node_usage() == {n: u for n, u in g1.node_usage().items()} | {
+        "b": g2.node_usage()["b"]
+    }
+    assert (
+        g2.node_usage()["b"]["core"]["allocated"] == g1.node_usage()["b"]["core"]["allocated"] + 500
+    )
+    assert g2.backend_usage() == g1.backend_usage()
+    assert {k: h.state for k, h in l2.holdings().items()} == {
+        "default/w0": COMMITTED,
+        "default/w1": COMMITTED,
+        "default/w2": COMMITTED,
+        "default/sys": FOREIGN,
+    }
+    w0 = l2.get("default/w0")
+    assert w0 is not None and w0.backend is not None and w0.devices
+    # New ids never collide with recorded ones.
+    recorded = {
+        decode_record(p.metadata.annotations[names.ANNOTATION_ALLOCATION]).jobid
+        for p in cluster[:3]
+    }
+    res = l2.place("default/n", [make_pod("n", cpu="1")])
+    assert res.holdings["default/n"].jobid not in recorded
+    # Observing the same pods again (a standby following the watch) changes nothing.
+    usage = g2.node_usage()
+    for p in cluster:
+        l2.observe(p)
+    assert g2.node_usage() == usage
+
+
+def test_watch_confirms_our_own_bind_without_double_booking() -> None:
+    g = ClusterGraph(EXAMPLES, [make_node("a", cpu="2")])
+    ledger = Ledger(g)
+    p = make_pod("p", cpu="1")
+    ledger.place("default/p", [p])
+    h = ledger.commit("default/p", "", "a")
+    ledger.observe(bound(p, "a", h.annotations()))
+    assert g.node_usage()["a"]["core"]["allocated"] == 1000
+    assert ledger.get("default/p") is h
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    """Random place/commit/release/expire/observe sequences never over-commit a node or backend."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = Clock()
+        self.graph = ClusterGraph(
+            EXAMPLES, [make_node("a", cpu="3", memory="4Gi"), make_node("b", cpu="2", memory="2Gi")]
+        )
+        self.ledger = Ledger(self.graph, unbound_timeout=50, clock=self.clock)
+        self.n = 0
+
+    @rule(size=st.integers(1, 4), cpu=st.sampled_from(["500m", "1", "2"]), qpu=st.booleans())
+    def place(self, size: int, cpu: str, qpu: bool) -> None:
+        self.n += 1
+        pods = [
+            make_pod(
+                f"g{self.n}-{i}",
+                cpu=cpu,
+                memory="512Mi",
+                extra={names.resource_name("qpu"): "1"} if qpu and i == 0 else None,
+            )
+            for i in range(size)
+        ]
+        self.ledger.place(f"default/g{self.n}", pods)
+
+    @rule(data=st.data())
+    def commit(self, data: st.DataObject) -> None:
+        keys = sorted(self.ledger.holdings())
+        if keys:
+            k = data.draw(st.sampled_from(keys))
+            node = data.draw(st.sampled_from(["a", "b"]))
+            with contextlib.suppress(LedgerError):
+                self.ledger.commit(k, "", node)
+
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        keys = sorted(self.ledger.holdings())
+        if keys:
+            self.ledger.release(data.draw(st.sampled_from(keys)), "test")
+
+    @rule(dt=st.integers(0, 60))
+    def tick(self, dt: int) -> None:
+        self.clock.now += dt
+        self.ledger.expire()
+
+    @invariant()
+    def never_over_committed(self) -> None:
+        held: dict[str, dict[str, int]] = {}
+        backends: list[str] = []
+        for h in self.ledger.holdings().values():
+            for t, n in h.amounts.items():
+                held.setdefault(h.node, {}).setdefault(t, 0)
+                held[h.node][t] += n
+            backends += [d.path for d in h.devices]
+        usage = self.graph.node_usage()
+        for node, per in usage.items():
+            for t, u in per.items():
+                assert u["allocated"] <= u["capacity"]
+                assert u["allocated"] == held.get(node, {}).get(t, 0)
+        assert len(backends) == len(set(backends))
+        assert sum(self.graph.backend_usage().values()) == len(backends)
+        assert all(h.state in (TENTATIVE, COMMITTED) for h in self.ledger.holdings().values())
+
+
+TestLedgerMachine = LedgerMachine.TestCase
+TestLedgerMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+def test_last_match_of_each_group_is_remembered_for_explain() -> None:
+    ledger = Ledger(ClusterGraph(EXAMPLES, [make_node("big", cpu="2", memory="8Gi")]))
+    assert ledger.last_match("default/g") is None
+    ledger.place("default/g", [make_pod(f"w{i}", cpu="1", group="g") for i in range(2)])
+    ok = ledger.last_match("default/g")
+    assert ok is not None and (ok.status, ok.pods) == ("allocated", 2)
+    ledger.place("default/h", [make_pod("h0", cpu="1", group="h")])
+    busy = ledger.last_match("default/h")
+    assert busy is not None and busy.status == "busy" and "does not fit now" in busy.message
+    assert busy.match_seconds >= 0

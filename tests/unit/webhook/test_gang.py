@@ -1,0 +1,206 @@
+"""Gang wiring: which PodGroup, what size, when it is created and when the pod is linked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from fluence import names
+from tests.support.admission import container, pod
+from webhook.gang import GangRequest, GangWiring, plan_gang, podgroup_body, resolve_min_count
+from webhook.patch import PatchBuilder
+from webhook.review import Pod
+
+JOB_OWNER = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "name": "train",
+    "uid": "u",
+    "controller": True,
+}
+
+
+def as_pod(obj: dict[str, Any]) -> Pod:
+    return msgspec.convert(obj, Pod)
+
+
+class FakeCluster:
+    """Records calls; answers like an API server would."""
+
+    def __init__(
+        self, *, served: bool = True, jobs: dict[str, int] | None = None, fail: bool = False
+    ) -> None:
+        self.served = served
+        self.jobs = jobs or {}
+        self.fail = fail
+        self.created: list[dict[str, Any]] = []
+        self.job_reads: list[tuple[str, str]] = []
+
+    def serves_podgroups(self) -> bool:
+        return self.served
+
+    def job_size(self, namespace: str, name: str) -> int | None:
+        self.job_reads.append((namespace, name))
+        return self.jobs.get(name)
+
+    def create_podgroup(self, body: dict[str, Any]) -> bool:
+        if self.fail:
+            raise RuntimeError("forbidden")
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        exists = any(
+            (b["metadata"]["namespace"], b["metadata"]["name"]) == key for b in self.created
+        )
+        if not exists:
+            self.created.append(body)
+        return not exists
+
+
+def test_plan_uses_the_request_namespace_and_the_size_annotation() -> None:
+    p = pod(
+        container(),
+        labels={names.LABEL_GROUP: "g1"},
+        annotations={names.ANNOTATION_GROUP_SIZE: "4"},
+        owners=[JOB_OWNER],
+    )
+    request, warnings = plan_gang(as_pod(p), "team-a")
+    assert request == GangRequest("g1", "team-a", 4, "train")
+    assert warnings == []
+
+
+def test_plan_skips_pods_without_label_or_already_linked() -> None:
+    assert plan_gang(as_pod(pod(container())), "ns") == (None, [])
+    linked = pod(container(), labels={names.LABEL_GROUP: "g1"})
+    linked["spec"]["schedulingGroup"] = {"podGroupName": "other"}
+    assert plan_gang(as_pod(linked), "ns") == (None, [])
+
+
+def test_plan_rejects_names_a_podgroup_cannot_have() -> None:
+    request, warnings = plan_gang(as_pod(pod(container(), labels={names.LABEL_GROUP: "My_G"})), "n")
+    assert request is None
+    assert "not a valid PodGroup name" in warnings[0]
+
+
+@pytest.mark.parametrize("raw", ["0", "-2", "two", ""])
+def test_bad_size_annotation_is_ignored_with_a_warning(raw: str) -> None:
+    p = pod(
+        container(), labels={names.LABEL_GROUP: "g"}, annotations={names.ANNOTATION_GROUP_SIZE: raw}
+    )
+    request, warnings = plan_gang(as_pod(p), "ns")
+    assert request is not None and request.size_annotation is None
+    assert len(warnings) == 1
+
+
+def test_min_count_annotation_then_job_then_one() -> None:
+    jobs = {"train": 3}
+    lookup = FakeCluster(jobs=jobs).job_size
+    assert resolve_min_count(GangRequest("g", "ns", 5, "train"), lookup) == 5
+    assert resolve_min_count(GangRequest("g", "ns", None, "train"), lookup) == 3
+    assert resolve_min_count(GangRequest("g", "ns", None, "gone"), lookup) == 1
+    assert resolve_min_count(GangRequest("g", "ns", None, None), lookup) == 1
+
+
+def test_only_batch_jobs_count_as_owner() -> None:
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u"}
+    request, _ = plan_gang(
+        as_pod(pod(container(), labels={names.LABEL_GROUP: "g"}, owners=[rs])), "n"
+    )
+    assert request is not None and request.job is None
+
+
+def test_podgroup_body_is_marked_as_ours() -> None:
+    body = podgroup_body("g", "ns", 0)
+    assert body["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert body["metadata"]["annotations"] == {names.ANNOTATION_CREATED_BY: "fluence-webhook"}
+    assert body["metadata"]["labels"] == {names.LABEL_GROUP: "g"}
+    assert body["spec"] == {"schedulingPolicy": {"gang": {"minCount": 1}}}
+
+
+async def wire(wiring: GangWiring, request: GangRequest, dry_run: bool = False) -> tuple[Any, Any]:
+    patch, warnings = PatchBuilder(), list[str]()
+    await wiring.wire(request, dry_run=dry_run, patch=patch, warnings=warnings)
+    return patch.ops, warnings
+
+
+LINK = [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": "g"}}]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_members_arriving_together_cost_one_create_call() -> None:
+    calls: list[str] = []
+    cluster = FakeCluster()
+    create = cluster.create_podgroup
+
+    def counting(body: dict[str, Any]) -> bool:
+        calls.append(body["metadata"]["name"])
+        return create(body)
+
+    cluster.create_podgroup = counting  # type: ignore[method-assign]
+    clock = Clock()
+    wiring = GangWiring(cluster, ensured_ttl=10, clock=clock)
+    await wiring.refresh()
+    for _ in range(4):
+        assert await wire(wiring, GangRequest("g", "ns", 4, None)) == (LINK, [])
+    assert calls == ["g"]
+    clock.now += 11  # remembered no longer: ask the API server again
+    assert await wire(wiring, GangRequest("g", "ns", 4, None)) == (LINK, [])
+    assert calls == ["g", "g"]
+    await wire(wiring, GangRequest("g", "other-ns", 4, None))
+    assert calls == ["g", "g", "g"]
+
+
+async def test_served_api_creates_once_and_links_every_member() -> None:
+    cluster = FakeCluster(jobs={"train": 2})
+    wiring = GangWiring(cluster, ensured_ttl=0)
+    assert await wiring.refresh()
+    request = GangRequest("g", "ns", None, "train")
+    assert await wire(wiring, request) == (LINK, [])
+    assert await wire(wiring, request) == (LINK, [])  # AlreadyExists is fine
+    assert len(cluster.created) == 1
+    assert cluster.created[0]["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+
+
+async def test_dry_run_links_but_creates_nothing() -> None:
+    cluster = FakeCluster()
+    wiring = GangWiring(cluster)
+    await wiring.refresh()
+    assert await wire(wiring, GangRequest("g", "ns", 2, None), dry_run=True) == (LINK, [])
+    assert cluster.created == []
+
+
+async def test_unserved_api_or_no_cluster_does_nothing() -> None:
+    cluster = FakeCluster(served=False)
+    wiring = GangWiring(cluster)
+    assert not await wiring.refresh()
+    assert await wire(wiring, GangRequest("g", "ns", 2, None)) == ([], [])
+    assert cluster.created == []
+    assert await wire(GangWiring(None), GangRequest("g", "ns", 2, None)) == ([], [])
+
+
+async def test_failed_creation_leaves_the_pod_unlinked_with_a_warning() -> None:
+    wiring = GangWiring(FakeCluster(fail=True))
+    await wiring.refresh()
+    ops, warnings = await wire(wiring, GangRequest("g", "ns", 2, None))
+    assert ops == []
+    assert "could not create PodGroup 'g'" in warnings[0]
+
+
+async def test_discovery_errors_keep_the_last_answer() -> None:
+    cluster = FakeCluster()
+    wiring = GangWiring(cluster)
+    assert await wiring.refresh()
+
+    def broken() -> bool:
+        raise ConnectionError("api server down")
+
+    cluster.serves_podgroups = broken  # type: ignore[method-assign]
+    assert await wiring.refresh()
+    assert wiring.served
