@@ -139,8 +139,7 @@ class Tracer:
     """An OpenTelemetry tracer that costs nothing while traces go nowhere.
 
     Without an OTLP endpoint the API's no-op tracer would still build a context
-    manager, a span and a context change for every span (~10 us each, several
-    per pod); this hands out one shared no-op instead, decided when the span
+    manager, a span and a context change for every span, several per pod; this hands out one shared no-op instead, decided when the span
     starts, so a tracer made at import time follows :func:`setup`.
     """
 

@@ -30,12 +30,11 @@ SPARE_CONNECTIONS = 2
 """Room for the reflectors' re-lists beside their watches."""
 
 GIL_SWITCH_INTERVAL_S = 0.0005
-"""How long a busy thread may keep the GIL when another thread wants it (Python: 5 ms).
+"""How long a busy thread may keep the GIL when another thread wants it (Python's default: 5 ms).
 
 Filter runs on the event loop, which gives the GIL up on every socket read and
 write and matcher call; behind a bind or reflector thread, getting it back
-could take up to 5 ms each time. Measured with bench/extender_throughput.py
-(--quick): filter 10.2-10.6 -> 7.6-8.8 ms mean, 29-31 -> 33-36 pods/s.
+would otherwise wait out the whole default interval each time.
 """
 
 

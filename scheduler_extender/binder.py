@@ -2,9 +2,8 @@
 
 Bindings are POSTed from the event loop with aiohttp, over a pool of kept-alive
 connections. Through the kubernetes client's blocking urllib3 path each bind
-needed a worker thread: against a real API server that cost 1.4-1.8 ms of CPU
-per Binding (0.7 ms here), and the worker threads took the GIL away from the
-filter decisions on the loop. The kubernetes client still loads the
+needed a worker thread, which cost more CPU per Binding than the POST itself
+and took the GIL away from the filter decisions on the loop. The kubernetes client still loads the
 credentials (kubeconfig or in-cluster), and its token refresh hook is asked
 for the token on every request, so rotated service-account tokens are used.
 """

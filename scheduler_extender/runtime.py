@@ -26,9 +26,9 @@ log = logging.getLogger(__name__)
 def freeze_startup_heap() -> None:
     """Keep what startup built (graph JGF, caches, ledger) out of later garbage collections.
 
-    Python's full collections walk every tracked object; with a 5,000-node graph
-    loaded they took 80-230 ms, stalling whatever filter ran into one.
-    Frozen, the startup objects are skipped: 36-60 ms (bench/extender.py).
+    Python's full collections walk every tracked object, and a large graph makes
+    them long enough to stall whatever filter runs into one; frozen, the startup
+    objects are skipped (docs/performance.md has the figures).
     :func:`thaw_heap` undoes it at shutdown, so everything is released in order.
     """
     gc.collect()
