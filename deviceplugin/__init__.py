@@ -5,7 +5,7 @@ that request ``fluxion.flux-framework.org/<type>``, so every configured type is
 advertised as a pool of interchangeable virtual devices. Modules:
 
 - ``settings``: the ``FLUENCE_*`` environment of the process;
-- ``stubgen``: generates ``_gen`` (API messages) from the kubelet's api.proto;
+- ``api``: the ``v1beta1`` messages and services, declared in Python;
 - ``proto``: typed gRPC glue for the ``v1beta1`` services;
 - ``devices``: device and socket naming, preferred sets, Allocate env;
 - ``server``: the DevicePlugin RPCs of one type and its gRPC server;

@@ -1,9 +1,8 @@
 """Typed gRPC glue for the kubelet's device plugin API (v1beta1).
 
-The message classes are generated from the kubelet's own ``api.proto`` into
-``deviceplugin._gen`` (see :mod:`deviceplugin.stubgen`). The service glue
-below is ours: it reads the service and method names from the generated
-descriptor, so the RPC paths are the ones in the proto
+The messages and services are declared in :mod:`deviceplugin.api` (exported
+here as ``pb``). The service glue below reads the service and method names
+from that descriptor, so the RPC paths are the API's
 (``/v1beta1.DevicePlugin/Allocate`` and so on), and it stays fully typed.
 Both the plugin and the test kubelet use it.
 """
@@ -14,15 +13,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 
-try:
-    from deviceplugin._gen import api_pb2 as pb
-except ImportError as e:  # pragma: no cover - depends on the build step
-    raise ImportError(
-        "the device plugin API stubs are missing (deviceplugin/_gen): generate them with "
-        "`task deviceplugin:gen` or `python -m deviceplugin.stubgen` before importing "
-        "deviceplugin"
-    ) from e
+from deviceplugin import api as pb
 
 __all__ = [
     "HEALTHY",
@@ -48,9 +41,9 @@ _REGISTRATION = pb.DESCRIPTOR.services_by_name["Registration"]
 _DEVICE_PLUGIN = pb.DESCRIPTOR.services_by_name["DevicePlugin"]
 
 
-def _path(service: Any, method: str) -> str:
+def _path(service: ServiceDescriptor, method: str) -> str:
     if method not in service.methods_by_name:
-        raise RuntimeError(f"api.proto has no {service.full_name}.{method}; regenerate the stubs")
+        raise RuntimeError(f"deviceplugin.api declares no {service.full_name}.{method}")
     return f"/{service.full_name}/{method}"
 
 

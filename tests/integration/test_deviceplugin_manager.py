@@ -7,8 +7,6 @@ step's effect is checked without timing assumptions.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +15,6 @@ import pytest
 from deviceplugin.manager import PluginManager
 from deviceplugin.proto import KUBELET_SOCKET
 from deviceplugin.settings import Settings
-from deviceplugin.stubgen import find_proto, generate
 from fluence import names
 from tests.support.fake_kubelet import FakeKubelet, socket_files
 
@@ -90,26 +87,3 @@ async def test_shutdown_removes_only_our_sockets(manager: PluginManager) -> None
         assert socket_files(plugin_dir) == ["fluence-qpu.sock", KUBELET_SOCKET]
         await manager.shutdown()
         assert socket_files(plugin_dir) == [KUBELET_SOCKET]
-
-
-@pytest.mark.e2e  # runs `go mod download` and a second interpreter
-def test_stub_generation_keeps_the_v1beta1_package(workdir: Path) -> None:
-    written = generate(find_proto(), workdir)
-    assert [p.name for p in written] == ["__init__.py", "api_pb2.py", "api_pb2.pyi"]
-    # Load the file just written (not the package's own copy) in a clean interpreter.
-    probe = (
-        "import importlib.util, sys; "
-        "spec = importlib.util.spec_from_file_location('api_pb2', sys.argv[1]); "
-        "pb = importlib.util.module_from_spec(spec); spec.loader.exec_module(pb); "
-        "s = pb.DESCRIPTOR.services_by_name; "
-        "print(pb.__file__, pb.DESCRIPTOR.package, s['DevicePlugin'].full_name, "
-        "s['Registration'].full_name)"
-    )
-    generated = workdir / "deviceplugin" / "_gen" / "api_pb2.py"
-    out = subprocess.run(
-        [sys.executable, "-c", probe, str(generated)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert out == [str(generated), "v1beta1", "v1beta1.DevicePlugin", "v1beta1.Registration"]
