@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fluence import names
-from fluence.controlplane.deviceplugins import DevicePluginRegistry
+from testbed.deviceplugins import DevicePluginRegistry
 from tests.support.deviceplugin_process import DevicePluginProcess, short_tempdir
 
 RESOURCES = Path(__file__).resolve().parents[2] / "examples" / "resources.yaml"

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from fluence import names
+from testbed.fake_kubelet import socket_files
 from tests.support.deviceplugin_process import DevicePluginProcess
-from tests.support.fake_kubelet import socket_files
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from deviceplugin.manager import PluginManager
 from deviceplugin.proto import KUBELET_SOCKET
 from deviceplugin.settings import Settings
 from fluence import names
-from tests.support.fake_kubelet import FakeKubelet, socket_files
+from testbed.fake_kubelet import FakeKubelet, socket_files
 
 QPU = names.resource_name("qpu")
 CONFIG = "resources:\n  - type: qpu\n    name: q1\n"

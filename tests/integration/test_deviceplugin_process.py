@@ -1,7 +1,7 @@
 """``fluence-deviceplugin`` as a real process against the stand-in kubelet.
 
 Each test starts the plugin process with settings pointing at a fresh
-directory, drives it through :class:`tests.support.fake_kubelet.FakeKubelet`
+directory, drives it through :class:`testbed.fake_kubelet.FakeKubelet`
 and stops both, also when the test fails.
 """
 
@@ -19,8 +19,8 @@ import pytest
 
 from deviceplugin.proto import HEALTHY, UNHEALTHY
 from fluence import names
+from testbed.fake_kubelet import FakeKubelet, socket_files, wipe_sockets
 from tests.support.deviceplugin_process import DevicePluginProcess
-from tests.support.fake_kubelet import FakeKubelet, socket_files, wipe_sockets
 
 pytestmark = pytest.mark.e2e
 

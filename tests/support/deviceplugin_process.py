@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fluence.controlplane.processes import StartStop, free_port, terminate
+from testbed.processes import StartStop, free_port, terminate
 
 
 def short_tempdir(prefix: str = "fdp") -> Path:
