@@ -10,8 +10,8 @@ advertised as a pool of interchangeable virtual devices. Modules:
 - ``devices``: device and socket naming, preferred sets, Allocate env;
 - ``server``: the DevicePlugin RPCs of one type and its gRPC server;
 - ``registration``: ``Register`` on kubelet.sock;
-- ``config_watch``: follows the resources config (ConfigMap updates);
-- ``manager``: the plugin set, kubelet restarts, retries;
+- ``manager``: the plugin set (from the resources config, followed with
+  ``fluence.config_watch``), kubelet restarts, retries;
 - ``health``, ``metrics``: ``/healthz`` and ``/metrics``;
 - ``__main__``: the ``fluence-deviceplugin`` console script (usage there).
 """
