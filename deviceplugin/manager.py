@@ -84,7 +84,7 @@ class PluginManager:
     def __init__(self, settings: Settings, metrics: PluginMetrics | None = None) -> None:
         self.settings = settings
         self.kubelet_socket = settings.device_plugin_dir / KUBELET_SOCKET
-        self.config = ConfigWatcher(settings.resources)
+        self.config = ConfigWatcher(Path(settings.resources))
         self.metrics = metrics
         self._plugins: dict[str, _Managed] = {}
         self._last_tick = time.monotonic()

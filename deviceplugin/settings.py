@@ -12,8 +12,8 @@ from fluence.settings import BinarySettings
 class Settings(BinarySettings):
     """Everything the device plugin process can be told; defaults suit the DaemonSet."""
 
-    resources: Path = Field(
-        default=Path("/etc/fluence/resources.yaml"),
+    resources: str = Field(
+        default="/etc/fluence/resources.yaml",
         description="Resources config (the fluence-resources ConfigMap); every type in it is "
         "advertised. A missing file advertises nothing until it appears.",
     )

@@ -20,8 +20,11 @@ waiting in the scheduler keeps its place while it keeps being retried.
 Recovery. After a restart, or on a standby replica following the watch,
 :meth:`Ledger.observe` replays each bound, non-terminal pod's record (and holds
 foreign pods' requests), so the graph holds exactly what the cluster runs.
-Local matcher job ids come from a counter kept above every id seen in records,
-so a live record's id is never reused.
+A record is replayed only when its seal proves this scheduler wrote it for
+this very pod (:mod:`fluence.record_seal`) and it asks for what the pod itself
+requests; any other record is ignored, counted and logged, and the pod is
+accounted by its requests like another scheduler's. Matcher job ids are local
+to the process: a replay takes fresh ones, never the ids a record carries.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import GroupSpecs, group_jobspecs
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
+from fluence.record_seal import RecordSeal, process_seal
 from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation
 
@@ -113,9 +117,13 @@ class Holding:
             devices=list(self.devices),
         )
 
-    def annotations(self) -> dict[str, str]:
-        """Annotations the Binding writes onto the pod with its node."""
-        out = {names.ANNOTATION_ALLOCATION: encode_record(self.record())}
+    def annotations(self, seal: RecordSeal) -> dict[str, str]:
+        """Annotations the Binding writes onto the pod with its node, the record sealed."""
+        record = encode_record(self.record())
+        out = {
+            names.ANNOTATION_ALLOCATION: record,
+            names.ANNOTATION_ALLOCATION_SEAL: seal.sign(self.pod, self.uid, record),
+        }
         if self.backend:
             out[names.ANNOTATION_BACKEND] = self.backend.name
             for k, v in self.backend.attributes.items():
@@ -163,6 +171,25 @@ def describe(amounts: Mapping[str, int]) -> str:
     return ", ".join(parts)
 
 
+_untrusted_records = telemetry.meter("fluence.ledger").create_counter(
+    "fluence_untrusted_allocation_records",
+    description="Allocation records on bound pods that were ignored: unsealed, "
+    "sealed for another pod, or not matching the pod's own requests",
+)
+
+
+def _record_mismatch(pod: Pod, rec: AllocationRecord) -> str:
+    """Why a sealed record does not fit its pod ("" when it does): a second line of defence."""
+    compute, devices = split_requests(pod_requests(pod))
+    if rec.amounts and rec.amounts != compute:
+        return f"it holds {rec.amounts}, the pod requests {compute}"
+    asked = set(devices)
+    for d in rec.devices:
+        if d.type not in asked:
+            return f"it holds a {d.type} the pod does not request"
+    return ""
+
+
 class Ledger:
     def __init__(
         self,
@@ -170,8 +197,10 @@ class Ledger:
         *,
         unbound_timeout: float = DEFAULT_UNBOUND_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
+        seal: RecordSeal | None = None,
     ) -> None:
         self.graph = graph
+        self.seal = seal if seal is not None else process_seal()
         self.unbound_timeout = unbound_timeout
         self.clock = clock
         self.lock = threading.RLock()
@@ -189,11 +218,11 @@ class Ledger:
             if not self.graph.holds(jid):
                 return jid
 
-    def _seen_id(self, jid: int) -> None:
-        if jid >= self._next_id:
-            self._next_id = jid + 1
-
     # ---- queries -----------------------------------------------------------------------
+
+    def annotations(self, h: Holding) -> dict[str, str]:
+        """What the Binding of ``h``'s pod writes: backend, attributes, the sealed record."""
+        return h.annotations(self.seal)
 
     def get(self, pod: str) -> Holding | None:
         with self.lock:
@@ -437,20 +466,7 @@ class Ledger:
             if not pod.bound:
                 return
             h = self._holdings.get(key)
-            raw = pod.metadata.annotations.get(names.ANNOTATION_ALLOCATION)
-            rec: AllocationRecord | None = None
-            if raw:
-                try:
-                    rec = decode_record(raw)
-                except (msgspec.ValidationError, msgspec.DecodeError):
-                    log.warning(
-                        "unreadable allocation record; accounting the pod's requests",
-                        extra={"pod": key},
-                    )
-            if rec is not None:
-                self._seen_id(rec.jobid)
-                for d in rec.devices:
-                    self._seen_id(d.jobid)
+            rec = self._trusted_record(pod)
             if h is not None:
                 if h.node == pod.spec.node_name or not h.amounts:
                     if h.state == TENTATIVE and rec is not None:
@@ -464,6 +480,33 @@ class Ledger:
                 self._replay(pod, rec)
             else:
                 self._hold_foreign(pod)
+
+    def _trusted_record(self, pod: Pod) -> AllocationRecord | None:
+        """The pod's allocation record if this scheduler wrote it for this pod; else None."""
+        annotations = pod.metadata.annotations
+        raw = annotations.get(names.ANNOTATION_ALLOCATION)
+        if not raw:
+            return None
+        why = ""
+        rec: AllocationRecord | None = None
+        seal = annotations.get(names.ANNOTATION_ALLOCATION_SEAL, "")
+        if not self.seal.verify(pod.key, pod.metadata.uid, raw, seal):
+            why = "no valid seal (not written by this scheduler for this pod)"
+        else:
+            try:
+                rec = decode_record(raw)
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                why = f"unreadable: {exc}"
+            else:
+                why = _record_mismatch(pod, rec)
+        if not why:
+            return rec
+        _untrusted_records.add(1)
+        log.warning(
+            "allocation record ignored; the pod is accounted by its own requests",
+            extra={"pod": pod.key, "reason": why},
+        )
+        return None
 
     def _replay(self, pod: Pod, rec: AllocationRecord) -> None:
         node = pod.spec.node_name

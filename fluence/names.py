@@ -23,6 +23,8 @@ ANNOTATION_BACKEND = f"{DOMAIN}/backend"
 ANNOTATION_ATTR_PREFIX = f"{DOMAIN}/attr-"
 ANNOTATION_ALLOCATION = f"{DOMAIN}/allocation"
 """JSON record of what a bound pod holds, read back on restart to rebuild the ledger."""
+ANNOTATION_ALLOCATION_SEAL = f"{DOMAIN}/allocation-seal"
+"""HMAC of the record under the scheduler's key: only sealed records are replayed."""
 
 # Pod annotations and labels set by users.
 ANNOTATION_REQUIRE_PREFIX = f"{DOMAIN}/require-"

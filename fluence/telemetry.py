@@ -139,8 +139,9 @@ class Tracer:
     """An OpenTelemetry tracer that costs nothing while traces go nowhere.
 
     Without an OTLP endpoint the API's no-op tracer would still build a context
-    manager, a span and a context change for every span, several per pod; this hands out one shared no-op instead, decided when the span
-    starts, so a tracer made at import time follows :func:`setup`.
+    manager, a span and a context change for every span, several per pod; this
+    hands out one shared no-op instead, decided when the span starts, so a
+    tracer made at import time follows :func:`setup`.
     """
 
     __slots__ = ("_name", "_real")

@@ -12,6 +12,7 @@ from fluence import resources, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.kube_client import api_client
 from fluence.ledger import Ledger
+from fluence.record_seal import SealKeyError, load_seal
 from fluence.reflectors import ClusterReflectors
 from fluence.serving import TLSFiles, run, serve_app
 from fluence.settings import parse_command_line
@@ -56,7 +57,11 @@ def main(argv: list[str] | None = None) -> None:
     api = api_client(settings.kubeconfig, connections=WATCH_CONNECTIONS + SPARE_CONNECTIONS)
     cache = ClusterReflectors(api)
     graph = ClusterGraph(config, policy=settings.match_policy)
-    ledger = Ledger(graph, unbound_timeout=settings.unbound_timeout)
+    try:
+        seal = load_seal(settings.record_key_file)
+    except SealKeyError as exc:
+        raise SystemExit(f"FLUENCE_RECORD_KEY_FILE: {exc}") from exc
+    ledger = Ledger(graph, unbound_timeout=settings.unbound_timeout, seal=seal)
     runtime = Runtime(cache, graph, ledger)
     binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)
     scheduler = Scheduler(graph, ledger, cache, binder, scheduler_name=settings.scheduler_name)

@@ -227,7 +227,7 @@ class Scheduler:
                 return str(exc)
             span.set_attribute("group", held.group)
             try:
-                await self.binder.bind(namespace, name, uid, node, held.annotations())
+                await self.binder.bind(namespace, name, uid, node, self.ledger.annotations(held))
             except BindConflict as conflict:
                 actual = await self.binder.node_of(namespace, name)
                 if actual == node:

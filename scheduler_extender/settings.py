@@ -20,6 +20,12 @@ class ExtenderSettings(ServerSettings):
     match_policy: str = Field(
         default="first", description="Fluxion match policy (first, low, high, ...)."
     )
+    record_key_file: str = Field(
+        default="/etc/fluence/record-key/key",
+        description="Secret key sealing the allocation records written at bind (the "
+        "fluence-record-key Secret, mounted into the extender only); every replica needs the "
+        "same key. Missing: a per-process key, so records do not survive a restart.",
+    )
     scheduler_name: str = Field(
         default="fluence", description="spec.schedulerName of the pods this extender places."
     )

@@ -333,7 +333,6 @@ class Demo:
             raise error
 
     def _launch_device_plugin(self) -> None:
-        # Imported here: without the generated device plugin stubs only this step fails.
         from testbed.deviceplugins import DevicePluginRegistry
 
         config = load_resources(RESOURCES)

@@ -26,7 +26,7 @@ CONFIG = "resources:\n  - type: qpu\n    name: q1\n"
 async def manager(workdir: Path) -> AsyncIterator[PluginManager]:
     (workdir / "r.yaml").write_text(CONFIG)
     settings = Settings(
-        resources=workdir / "r.yaml",
+        resources=str(workdir / "r.yaml"),
         device_plugin_dir=workdir / "dp",
         resource_capacity=8,
         http_bind="",

@@ -14,7 +14,7 @@ import re
 from starlette.testclient import TestClient
 
 from deviceplugin.metrics import PluginMetrics
-from fluence import resources, telemetry
+from fluence import names, resources, telemetry
 from scheduler_extender.app import create_app as extender_app
 from tests.unit.fluence.test_pods import make_node, make_pod
 from tests.unit.scheduler_extender.test_app import Env
@@ -34,6 +34,10 @@ def scrape() -> dict[str, list[str]]:
     pod = make_pod("probe", raw=True)
     env.cluster.add(pod)
     extender.post("/filter", json={"Pod": pod, "Nodes": None, "NodeNames": ["a"]})
+    forged = make_pod(
+        "forged", node="a", phase="Running", annotations={names.ANNOTATION_ALLOCATION: "{}"}
+    )
+    env.ledger.observe(forged)  # an unsealed record: ignored and counted
     contract = EnvContract.from_config(resources.load("examples/resources.yaml"), loaded=True)
     webhook = TestClient(webhook_app(WebhookSettings(), Admission(lambda: contract)))
     webhook.post("/mutate", content=b"{}", headers={"content-type": "application/json"})

@@ -116,7 +116,7 @@ def test_commit_release_and_move() -> None:
     assert (moved.node, moved.state) == (other, COMMITTED)
     assert g.node_usage()[other]["core"]["allocated"] == 2000
     assert g.node_usage()[first]["core"]["allocated"] == 0
-    rec = decode_record(moved.annotations()[names.ANNOTATION_ALLOCATION])
+    rec = decode_record(ledger.annotations(moved)[names.ANNOTATION_ALLOCATION])
     assert (rec.node, rec.amounts, rec.group) == (other, {"core": 2000}, "default/p")
     ledger.release("default/p", "test")
     assert g.node_usage()[other]["core"]["allocated"] == 0
@@ -161,7 +161,7 @@ def test_terminal_and_deleted_pods_release_at_once() -> None:
     ledger.place("default/g", [p, q])
     for k in ("default/p", "default/q"):
         h = ledger.commit(k, "", "a")
-    ledger.observe(bound(p, "a", h.annotations(), phase="Succeeded"))
+    ledger.observe(bound(p, "a", ledger.annotations(h), phase="Succeeded"))
     ledger.forget("default/q")
     assert ledger.holdings() == {}
     assert g.node_usage()["a"]["core"]["allocated"] == 0
@@ -181,7 +181,7 @@ def test_recovery_replays_records_and_accounts_foreign_pods() -> None:
     cluster: list[Pod] = []
     for p in gang:
         h = l1.commit(p.key, p.metadata.uid, l1.holdings()[p.key].node)
-        cluster.append(bound(p, h.node, h.annotations()))
+        cluster.append(bound(p, h.node, l1.annotations(h)))
     cluster.append(bound(make_pod("sys", cpu="500m", scheduler="default-scheduler"), "b"))
     cluster.append(bound(make_pod("done", cpu="4"), "b", phase="Succeeded"))
     # A new process: fresh graph, same nodes, same pods.
@@ -204,13 +204,13 @@ def test_recovery_replays_records_and_accounts_foreign_pods() -> None:
     }
     w0 = l2.get("default/w0")
     assert w0 is not None and w0.backend is not None and w0.devices
-    # New ids never collide with recorded ones.
-    recorded = {
-        decode_record(p.metadata.annotations[names.ANNOTATION_ALLOCATION]).jobid
-        for p in cluster[:3]
-    }
+    # Job ids are the process's own: a new placement never shares one with a replayed holding.
     res = l2.place("default/n", [make_pod("n", cpu="1")])
-    assert res.holdings["default/n"].jobid not in recorded
+    live = [
+        j for h in l2.holdings().values() for j in (h.jobid, *(d.jobid for d in h.devices)) if j
+    ]
+    assert len(live) == len(set(live)) and res.holdings["default/n"].jobid in live
+    assert all(g2.holds(j) for j in live)
     # Observing the same pods again (a standby following the watch) changes nothing.
     usage = g2.node_usage()
     for p in cluster:
@@ -224,7 +224,7 @@ def test_watch_confirms_our_own_bind_without_double_booking() -> None:
     p = make_pod("p", cpu="1")
     ledger.place("default/p", [p])
     h = ledger.commit("default/p", "", "a")
-    ledger.observe(bound(p, "a", h.annotations()))
+    ledger.observe(bound(p, "a", ledger.annotations(h)))
     assert g.node_usage()["a"]["core"]["allocated"] == 1000
     assert ledger.get("default/p") is h
 

@@ -11,6 +11,7 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import COMMITTED, FOREIGN, AllocationRecord, Ledger, encode_record
 from fluence.pods import decode_pod
+from fluence.record_seal import process_seal
 from fluence.reflectors import ADDED, DELETED, MODIFIED, Handler
 from scheduler_extender.runtime import ConfigReloader, Runtime
 from tests.unit.fluence.test_pods import make_node, make_pod
@@ -39,14 +40,17 @@ class FakeCache:
 
 
 def _bound_with_record(name: str, node: str, cpu_m: int) -> Any:
-    rec = AllocationRecord(group=f"default/{name}", node=node, amounts={"core": cpu_m}, jobid=41)
+    rec = encode_record(
+        AllocationRecord(group=f"default/{name}", node=node, amounts={"core": cpu_m}, jobid=41)
+    )
+    seal = process_seal().sign(f"default/{name}", f"uid-default-{name}", rec)
     doc = make_pod(
         name,
         cpu=f"{cpu_m}m",
         node=node,
         phase="Running",
         raw=True,
-        annotations={names.ANNOTATION_ALLOCATION: encode_record(rec)},
+        annotations={names.ANNOTATION_ALLOCATION: rec, names.ANNOTATION_ALLOCATION_SEAL: seal},
     )
     return decode_pod(json.dumps(doc))
 

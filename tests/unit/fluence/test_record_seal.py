@@ -1,0 +1,157 @@
+"""Only records this scheduler sealed for a pod are replayed; forgeries change no placement."""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, given, settings
+
+from fluence import names, resources
+from fluence.cluster_graph import ClusterGraph
+from fluence.ledger import COMMITTED, FOREIGN, AllocationRecord, DeviceRecord, Ledger, encode_record
+from fluence.pods import Pod
+from fluence.record_seal import RecordSeal
+from tests.unit.fluence.test_ledger import bound
+from tests.unit.fluence.test_pods import make_node, make_pod
+
+EXAMPLES = resources.load("examples/resources.yaml")
+KEY = RecordSeal(b"k" * 32)
+NODES = [make_node("a", cpu="4"), make_node("b", cpu="4")]
+
+
+def fresh() -> tuple[ClusterGraph, Ledger]:
+    graph = ClusterGraph(EXAMPLES, NODES)
+    return graph, Ledger(graph, seal=KEY)
+
+
+def test_seal_binds_the_record_to_its_pod_and_uid() -> None:
+    sig = KEY.sign("ns/p", "u1", "{}")
+    assert KEY.verify("ns/p", "u1", "{}", sig)
+    assert not KEY.verify("ns/q", "u1", "{}", sig)
+    assert not KEY.verify("ns/p", "u2", "{}", sig)
+    assert not KEY.verify("ns/p", "u1", "{ }", sig)
+    assert not RecordSeal(b"x" * 32).verify("ns/p", "u1", "{}", sig)
+    assert not KEY.verify("ns/p", "", "{}", KEY.sign("ns/p", "", "{}"))
+
+
+def test_a_sealed_record_survives_a_restart_with_the_same_key() -> None:
+    g1, l1 = fresh()
+    gang = [
+        make_pod(f"w{i}", cpu="1", group="g", extra={names.resource_name("qpu"): "1"})
+        for i in range(2)
+    ]
+    l1.place("default/g", gang)
+    cluster = []
+    for p in gang:
+        h = l1.commit(p.key, p.metadata.uid, l1.holdings()[p.key].node)
+        cluster.append(bound(p, h.node, l1.annotations(h)))
+    g2, l2 = fresh()
+    for p in cluster:
+        l2.observe(p)
+    assert {h.state for h in l2.holdings().values()} == {COMMITTED}
+    assert g2.backend_usage() == g1.backend_usage()
+    # Another key (another cluster's, or a made-up one) proves nothing.
+    g3 = ClusterGraph(EXAMPLES, NODES)
+    l3 = Ledger(g3, seal=RecordSeal(b"z" * 32))
+    for p in cluster:
+        l3.observe(p)
+    assert {h.state for h in l3.holdings().values()} == {FOREIGN}
+    assert any(g1.backend_usage().values()) and not any(g3.backend_usage().values())
+
+
+def test_a_sealed_record_copied_onto_another_pod_is_ignored() -> None:
+    g1, l1 = fresh()
+    victim = make_pod("v", cpu="1", extra={names.resource_name("qpu"): "1"})
+    l1.place("default/v", [victim])
+    h = l1.commit(victim.key, victim.metadata.uid, l1.holdings()[victim.key].node)
+    stolen = l1.annotations(h)
+    thief = bound(make_pod("t", cpu="1", extra={names.resource_name("qpu"): "1"}), h.node, stolen)
+    _, l2 = fresh()
+    l2.observe(thief)
+    assert l2.get("default/t") is not None and l2.get("default/t").state == FOREIGN  # type: ignore[union-attr]
+    assert not l2.get("default/t").devices  # type: ignore[union-attr]
+
+
+backend_paths = st.sampled_from(
+    ["/cluster0/ibm_fez", "/cluster0/ibm_marrakesh", "/cluster0/a/core0", "/nowhere", ""]
+)
+records = st.builds(
+    AllocationRecord,
+    group=st.text(max_size=8),
+    node=st.sampled_from(["a", "b", "", "c"]),
+    amounts=st.dictionaries(
+        st.sampled_from(["core", "memory", "gpu", "qpu", "x"]),
+        st.integers(min_value=-(2**63), max_value=2**63 - 1),
+        max_size=3,
+    ),
+    jobid=st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    backend=st.sampled_from(["", "ibm_fez", "ibm_marrakesh", "nope"]),
+    devices=st.lists(
+        st.builds(
+            DeviceRecord,
+            type=st.sampled_from(["qpu", "qdevice", "qubit", "core"]),
+            path=backend_paths,
+            name=st.text(max_size=6),
+            jobid=st.integers(min_value=-(2**63), max_value=2**63 - 1),
+        ),
+        max_size=3,
+    ),
+)
+forgeries = st.lists(
+    st.tuples(
+        records,
+        st.sampled_from(["none", "garbage", "other-key", "other-pod"]),
+        st.sampled_from(["", "100m", "1"]),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def forged_pod(i: int, rec: AllocationRecord, how: str, cpu: str, asks_qpu: bool) -> Pod:
+    text = encode_record(rec)
+    name = f"f{i}"
+    seal = {
+        "none": "",
+        "garbage": "00" * 32,
+        "other-key": RecordSeal(b"q" * 32).sign(f"default/{name}", f"uid-default-{name}", text),
+        "other-pod": KEY.sign("default/victim", "uid-default-victim", text),
+    }[how]
+    extra = {names.resource_name("qpu"): "1"} if asks_qpu else None
+    pod = make_pod(name, cpu=cpu, extra=extra)
+    notes = {names.ANNOTATION_ALLOCATION: text}
+    if seal:
+        notes[names.ANNOTATION_ALLOCATION_SEAL] = seal
+    return bound(pod, rec.node if rec.node in ("a", "b") else "a", notes)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forgeries)
+def test_forged_records_change_no_placement(
+    forged: list[tuple[AllocationRecord, str, str, bool]],
+) -> None:
+    """Pods carrying forged records are accounted exactly as the same pods without records."""
+    pods = [forged_pod(i, *f) for i, f in enumerate(forged)]
+    g_forged, l_forged = fresh()
+    g_plain, l_plain = fresh()
+    for p in pods:
+        l_forged.observe(p)  # never raises, whatever the record says
+    for p in pods:
+        stripped = bound(p, p.spec.node_name)
+        stripped.metadata.annotations.pop(names.ANNOTATION_ALLOCATION, None)
+        stripped.metadata.annotations.pop(names.ANNOTATION_ALLOCATION_SEAL, None)
+        l_plain.observe(stripped)
+    assert g_forged.node_usage() == g_plain.node_usage()
+    assert g_forged.backend_usage() == g_plain.backend_usage()
+    assert all(h.state == FOREIGN and not h.devices for h in l_forged.holdings().values())
+    # Another tenant's gang is placed exactly as it would be without the forgeries.
+    gang = [
+        make_pod(f"g{i}", cpu="500m", group="gang", extra={names.resource_name("qpu"): "1"})
+        for i in range(2)
+    ]
+    r_forged = l_forged.place("default/gang", gang)
+    r_plain = l_plain.place("default/gang", gang)
+    assert r_forged.status == r_plain.status
+    assert {k: (h.node, h.backend) for k, h in r_forged.holdings.items()} == {
+        k: (h.node, h.backend) for k, h in r_plain.holdings.items()
+    }
