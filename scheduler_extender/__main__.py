@@ -65,22 +65,37 @@ def main(argv: list[str] | None = None) -> None:
     runtime = Runtime(cache, graph, ledger)
     binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)
     scheduler = Scheduler(graph, ledger, cache, binder, scheduler_name=settings.scheduler_name)
-    app = create_app(scheduler, max_body_bytes=settings.max_body_bytes, ready=runtime.ready.is_set)
+    startup_failed = threading.Event()
+    app = create_app(
+        scheduler,
+        max_body_bytes=settings.max_body_bytes,
+        ready=runtime.ready.is_set,
+        alive=lambda: not startup_failed.is_set(),
+    )
     watcher = ConfigReloader(settings.resources, graph, ledger) if settings.resources else None
 
     def start() -> None:
-        cache.start()
-        cache.wait_synced()
-        runtime.rebuild()
-        freeze_startup_heap()
+        try:
+            cache.start()
+            cache.wait_synced()
+            runtime.rebuild()
+            freeze_startup_heap()
+        except Exception:
+            log.exception("startup failed; /healthz now fails so the container is restarted")
+            startup_failed.set()
 
     async def housekeeping() -> None:
+        steps = [ledger.expire] + ([watcher.check] if watcher is not None else [])
         while True:
             await asyncio.sleep(settings.expire_interval)
-            if runtime.ready.is_set():
-                await asyncio.to_thread(ledger.expire)
-                if watcher is not None:
-                    await asyncio.to_thread(watcher.check)
+            if not runtime.ready.is_set():
+                continue
+            for step in steps:
+                # One failing step must not end the loop (expiry would stop for good).
+                try:
+                    await asyncio.to_thread(step)
+                except Exception:
+                    log.exception("housekeeping step failed", extra={"step": step.__qualname__})
 
     async def binder_connections() -> None:
         """Closes the Binding connections when the server stops."""

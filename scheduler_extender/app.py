@@ -58,20 +58,41 @@ def _register_gauges(graph: ClusterGraph, ledger: Ledger) -> None:
     )
 
 
+NOT_READY = (
+    "fluence-extender is still rebuilding its allocations from the cluster; "
+    "retry after the back-off"
+)
+_not_ready = _meter.create_counter(
+    "fluence_extender_not_ready_answers",
+    description="Scheduling calls answered 503 because the startup rebuild was not done",
+)
+
+
 def create_app(
     scheduler: Scheduler,
     *,
     max_body_bytes: int = 64 << 20,
     ready: Callable[[], bool] = lambda: True,
+    alive: Callable[[], bool] = lambda: True,
     metrics: bool = True,
 ) -> Starlette:
-    """Build the app; ``ready`` says when the ledger is rebuilt and scheduling may start."""
+    """Build the app; ``ready`` says when the ledger is rebuilt and scheduling may start.
+
+    Until then every scheduling verb answers 503 with an ``Error``: kube-scheduler
+    takes that as a failed attempt and retries the pod after its back-off, where
+    an answer from a half-built graph could double-book what running pods hold
+    or mark pods unschedulable. ``alive`` turns false when startup failed, so
+    the liveness probe restarts the container instead of leaving it unready.
+    """
     graph, ledger = scheduler.graph, scheduler.ledger
     if metrics:
         _register_gauges(graph, ledger)
 
     def verb(name: str, fn: Callable[[Request], Awaitable[bytes]]) -> Route:
         async def endpoint(request: Request) -> Response:
+            if not ready():
+                _not_ready.add(1, {"verb": name})
+                return JSONResponse({"Error": NOT_READY}, status_code=503)
             watch = telemetry.Stopwatch()
             try:
                 body = await fn(request)
@@ -84,7 +105,9 @@ def create_app(
         return Route(f"/{name}", endpoint, methods=["POST"])
 
     async def healthz(_: Request) -> Response:
-        return Response("ok", media_type="text/plain")
+        if alive():
+            return Response("ok", media_type="text/plain")
+        return Response("startup failed; see the log", status_code=503)
 
     async def readyz(_: Request) -> Response:
         if ready():

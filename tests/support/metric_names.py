@@ -38,6 +38,8 @@ def scrape() -> dict[str, list[str]]:
         "forged", node="a", phase="Running", annotations={names.ANNOTATION_ALLOCATION: "{}"}
     )
     env.ledger.observe(forged)  # an unsealed record: ignored and counted
+    rebuilding = TestClient(extender_app(env.scheduler, ready=lambda: False, metrics=False))
+    rebuilding.post("/filter", json={"Pod": pod, "Nodes": None, "NodeNames": ["a"]})
     contract = EnvContract.from_config(resources.load("examples/resources.yaml"), loaded=True)
     webhook = TestClient(webhook_app(WebhookSettings(), Admission(lambda: contract)))
     webhook.post("/mutate", content=b"{}", headers={"content-type": "application/json"})

@@ -388,3 +388,42 @@ def test_concurrent_binds_never_over_commit() -> None:
     ok = [n for n, e in zip(targets, errors, strict=True) if not e]
     assert sorted(env.binder.bound) == sorted(f"default/{n}" for n in ok)
     assert all("do not fit" in e for e in errors if e)
+
+
+def test_scheduling_verbs_answer_retry_until_the_rebuild_is_done() -> None:
+    """Before recovery finishes nothing is decided on a half-built graph, and nothing is held."""
+    env = Env([make_node("a", cpu="2")])
+    state = {"ready": False, "alive": True}
+    client = TestClient(
+        create_app(
+            env.scheduler,
+            ready=lambda: state["ready"],
+            alive=lambda: state["alive"],
+            metrics=False,
+        )
+    )
+    pod = make_pod("p", cpu="1", raw=True)
+    env.cluster.add(pod)
+    calls = {
+        "/filter": {"Pod": pod, "Nodes": None, "NodeNames": ["a"]},
+        "/prioritize": {"Pod": pod, "Nodes": None, "NodeNames": ["a"]},
+        "/bind": {
+            "PodName": "p",
+            "PodNamespace": "default",
+            "PodUID": "uid-default-p",
+            "Node": "a",
+        },
+        "/preempt": {"Pod": pod, "NodeNameToVictims": {}},
+    }
+    for path, body in calls.items():
+        r = client.post(path, json=body)
+        assert r.status_code == 503, (path, r.text)
+        assert "rebuilding" in r.json()["Error"]
+    assert env.ledger.holdings() == {} and env.binder.bound == {}
+    assert client.get("/readyz").status_code == 503
+    assert client.get("/healthz").status_code == 200
+    state["ready"] = True
+    r = client.post("/filter", json=calls["/filter"])
+    assert r.status_code == 200 and r.json()["NodeNames"] == ["a"]
+    state["alive"] = False
+    assert client.get("/healthz").status_code == 503
