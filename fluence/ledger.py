@@ -131,6 +131,19 @@ class Holding:
         return out
 
 
+@dataclass
+class GroupDevices:
+    """The backend devices a group holds: one matcher hold each, shared by every member.
+
+    A gang's backend belongs to the group, not to the member that happened to ask
+    for it first: it is released when the group's last member lets go.
+    """
+
+    devices: list[DeviceRecord]
+    backend: BackendChoice | None
+    members: set[str] = field(default_factory=set)
+
+
 @dataclass(frozen=True)
 class PlaceResult:
     """Outcome of placing a group: ``allocated`` (holdings made), ``busy`` or ``unsatisfiable``."""
@@ -185,7 +198,8 @@ def _record_mismatch(pod: Pod, rec: AllocationRecord) -> str:
         return f"it holds {rec.amounts}, the pod requests {compute}"
     asked = set(devices)
     for d in rec.devices:
-        if d.type not in asked:
+        # Every member of a gang records the group's backend; only some request it.
+        if d.type not in asked and (not rec.backend or d.name != rec.backend):
             return f"it holds a {d.type} the pod does not request"
     return ""
 
@@ -205,6 +219,7 @@ class Ledger:
         self.clock = clock
         self.lock = threading.RLock()
         self._holdings: dict[str, Holding] = {}
+        self._groups: dict[str, GroupDevices] = {}
         self._unaccounted: dict[str, Pod] = {}
         self._next_id = 1
         self._last_match: OrderedDict[str, LastMatch] = OrderedDict()
@@ -310,7 +325,8 @@ class Ledger:
                 if cs.count == 1:
                     (only,) = placed
                     kept[only] = (jid, alloc)
-            for ds in specs.devices:
+            shared = self._groups.get(group)
+            for ds in specs.devices if shared is None else ():
                 jid = self._new_id()
                 alloc = self.graph.allocate(ds.jobspec, jid)
                 if not alloc.ok:
@@ -334,11 +350,15 @@ class Ledger:
         now = self.clock()
         made: dict[str, Holding] = {}
         try:
-            device_owner: dict[str, str] = {}
+            if shared is None and backends:
+                devices: list[DeviceRecord] = []
+                for t, be in backends:
+                    djid = self._new_id()
+                    self.graph.hold_backend(djid, be.path)
+                    devices.append(DeviceRecord(t, be.path, be.name, djid))
+                shared = GroupDevices(devices, backends[0][1])
+                self._groups[group] = shared
             ordered = sorted(pods, key=lambda p: p.key)
-            for p in ordered:
-                for t in split[p.key][1]:
-                    device_owner.setdefault(t, p.key)
             for p in ordered:
                 compute = split[p.key][0]
                 node = node_of.get(p.key, "")
@@ -350,19 +370,15 @@ class Ledger:
                     jid = self._new_id()
                     self.graph.hold_compute(jid, node, compute)
                 h = Holding(p.key, p.metadata.uid, group, node, dict(compute), jid, TENTATIVE, now)
-                # The whole group shares the backend; the first pod asking for a type holds it.
-                h.backend = backends[0][1] if backends else None
-                for t, be in backends:
-                    if device_owner.get(t) == p.key:
-                        djid = self._new_id()
-                        self.graph.hold_backend(djid, be.path)
-                        h.devices.append(DeviceRecord(t, be.path, be.name, djid))
+                if shared is not None:
+                    self._join(h, shared)
                 made[p.key] = h
                 self._holdings[p.key] = h
         except (StateError, NotFoundError) as exc:
             for h in made.values():
                 self._release_jobs(h)
                 self._holdings.pop(h.pod, None)
+            self._drop_unused_group(group)
             for jid, _ in kept.values():
                 self.graph.cancel_match(jid)
             raise LedgerError(f"group {group}: splitting the allocation failed: {exc}") from exc
@@ -437,9 +453,27 @@ class Ledger:
     def _release_jobs(self, h: Holding) -> None:
         if h.jobid:
             self.graph.release(h.jobid)
-        for d in h.devices:
-            if d.jobid:
+        shared = self._groups.get(h.group)
+        if shared is not None and h.devices is shared.devices:
+            shared.members.discard(h.pod)
+            self._drop_unused_group(h.group)
+
+    def _join(self, h: Holding, shared: GroupDevices) -> None:
+        h.devices = shared.devices
+        h.backend = shared.backend
+        shared.members.add(h.pod)
+
+    def _drop_unused_group(self, group: str) -> None:
+        """Release a group's devices once no member holds them any more."""
+        shared = self._groups.get(group)
+        if shared is None or shared.members:
+            return
+        del self._groups[group]
+        for d in shared.devices:
+            if d.jobid and self.graph.holds(d.jobid):
                 self.graph.release(d.jobid)
+        if shared.devices:
+            log.info("group backend released", extra={"group": group})
 
     def expire(self) -> list[str]:
         """Release tentative holdings older than ``unbound_timeout``; returns their pods."""
@@ -511,30 +545,36 @@ class Ledger:
     def _replay(self, pod: Pod, rec: AllocationRecord) -> None:
         node = pod.spec.node_name
         jid = 0
+        shared = self._groups.get(rec.group) if rec.devices else None
+        made_group = False
         try:
             if rec.amounts:
                 jid = self._new_id()
                 self.graph.hold_compute(jid, node, rec.amounts)
-            devices: list[DeviceRecord] = []
-            for d in rec.devices:
-                djid = self._new_id()
-                self.graph.hold_backend(djid, d.path)
-                devices.append(DeviceRecord(d.type, d.path, d.name, djid))
+            if rec.devices and shared is None:
+                devices: list[DeviceRecord] = []
+                for d in rec.devices:
+                    djid = self._new_id()
+                    self.graph.hold_backend(djid, d.path)
+                    devices.append(DeviceRecord(d.type, d.path, d.name, djid))
+                backend = BackendChoice(rec.backend, devices[0].path, rec.attributes)
+                shared = GroupDevices(devices, backend if rec.backend else None)
+                self._groups[rec.group] = shared
+                made_group = True
         except (StateError, NotFoundError) as exc:
             if jid and self.graph.holds(jid):
                 self.graph.release(jid)
+            for d in shared.devices if made_group and shared is not None else ():
+                self.graph.release(d.jobid)
+            if made_group:
+                del self._groups[rec.group]
             log.error(
                 "cannot replay a bound pod's allocation; it is not accounted",
                 extra={"pod": pod.key, "node": node, "error": str(exc)},
             )
             self._unaccounted[pod.key] = pod
             return
-        be = (
-            BackendChoice(rec.backend, devices[0].path if devices else "", rec.attributes)
-            if rec.backend
-            else None
-        )
-        self._holdings[pod.key] = Holding(
+        h = Holding(
             pod.key,
             pod.metadata.uid,
             rec.group,
@@ -543,9 +583,11 @@ class Ledger:
             jid,
             COMMITTED,
             self.clock(),
-            be,
-            devices,
+            BackendChoice(rec.backend, "", rec.attributes) if rec.backend else None,
         )
+        if shared is not None:
+            self._join(h, shared)
+        self._holdings[pod.key] = h
         self._unaccounted.pop(pod.key, None)
 
     def _hold_foreign(self, pod: Pod) -> None:

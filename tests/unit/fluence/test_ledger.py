@@ -206,9 +206,9 @@ def test_recovery_replays_records_and_accounts_foreign_pods() -> None:
     assert w0 is not None and w0.backend is not None and w0.devices
     # Job ids are the process's own: a new placement never shares one with a replayed holding.
     res = l2.place("default/n", [make_pod("n", cpu="1")])
-    live = [
-        j for h in l2.holdings().values() for j in (h.jobid, *(d.jobid for d in h.devices)) if j
-    ]
+    compute = [h.jobid for h in l2.holdings().values() if h.jobid]
+    devices = {d.jobid for h in l2.holdings().values() for d in h.devices}
+    live = compute + sorted(devices)
     assert len(live) == len(set(live)) and res.holdings["default/n"].jobid in live
     assert all(g2.holds(j) for j in live)
     # Observing the same pods again (a standby following the watch) changes nothing.
@@ -278,12 +278,13 @@ class LedgerMachine(RuleBasedStateMachine):
     @invariant()
     def never_over_committed(self) -> None:
         held: dict[str, dict[str, int]] = {}
-        backends: list[str] = []
+        device_holds: dict[int, str] = {}  # members of a gang share their group's holds
         for h in self.ledger.holdings().values():
             for t, n in h.amounts.items():
                 held.setdefault(h.node, {}).setdefault(t, 0)
                 held[h.node][t] += n
-            backends += [d.path for d in h.devices]
+            device_holds.update((d.jobid, d.path) for d in h.devices)
+        backends = list(device_holds.values())
         usage = self.graph.node_usage()
         for node, per in usage.items():
             for t, u in per.items():
@@ -308,3 +309,54 @@ def test_last_match_of_each_group_is_remembered_for_explain() -> None:
     busy = ledger.last_match("default/h")
     assert busy is not None and busy.status == "busy" and "does not fit now" in busy.message
     assert busy.match_seconds >= 0
+
+
+def test_a_gangs_backend_is_held_until_its_last_member_lets_go() -> None:
+    g = ClusterGraph(EXAMPLES, [make_node("a", cpu="4"), make_node("b", cpu="4")])
+    ledger = Ledger(g)
+    qpu = {names.resource_name("qpu"): "1"}
+    gang = [make_pod(f"w{i}", cpu="1", group="g", extra=qpu if i == 0 else None) for i in range(3)]
+    assert ledger.place("default/g", gang).status == "allocated"
+    held = {b for b, used in g.backend_usage().items() if used}
+    assert len(held) == 1
+    # The member that asked for the backend ends first; the others still use it.
+    ledger.release("default/w0", "pod Succeeded")
+    assert {b for b, used in g.backend_usage().items() if used} == held
+    other = make_pod("x", cpu="1", extra=qpu)
+    placed = ledger.place("default/x", [other])
+    assert placed.holdings["default/x"].backend is not None
+    assert placed.holdings["default/x"].backend.name not in held
+    ledger.release("default/w1", "pod Succeeded")
+    ledger.release("default/w2", "pod Succeeded")
+    assert sum(g.backend_usage().values()) == 1  # only x's
+
+
+def test_a_gangs_backend_is_restored_from_any_member_after_a_restart() -> None:
+    nodes = [make_node("a", cpu="4")]
+    g1 = ClusterGraph(EXAMPLES, nodes)
+    l1 = Ledger(g1)
+    qpu = {names.resource_name("qpu"): "1"}
+    gang = [make_pod(f"w{i}", cpu="1", group="g", extra=qpu if i == 0 else None) for i in range(2)]
+    l1.place("default/g", gang)
+    cluster = []
+    for p in gang:
+        h = l1.commit(p.key, p.metadata.uid, "a")
+        cluster.append(bound(p, "a", l1.annotations(h)))
+    # The owner has ended before the restart; only w1 still runs.
+    g2 = ClusterGraph(EXAMPLES, nodes)
+    l2 = Ledger(g2)
+    l2.observe(bound(gang[0], "a", cluster[0].metadata.annotations, phase="Succeeded"))
+    l2.observe(cluster[1])
+    assert g2.backend_usage() == g1.backend_usage()
+    w1 = l2.get("default/w1")
+    assert w1 is not None and w1.backend is not None and w1.devices
+    # Both members running: the backend is held once, shared.
+    g3 = ClusterGraph(EXAMPLES, nodes)
+    l3 = Ledger(g3)
+    for p in cluster:
+        l3.observe(p)
+    assert g3.backend_usage() == g1.backend_usage()
+    l3.release("default/w0", "pod Succeeded")
+    assert g3.backend_usage() == g1.backend_usage()
+    l3.release("default/w1", "pod Succeeded")
+    assert not any(g3.backend_usage().values())
