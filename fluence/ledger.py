@@ -105,6 +105,8 @@ class Holding:
     since: float
     backend: BackendChoice | None = None
     devices: list[DeviceRecord] = field(default_factory=list)
+    seen_bound: bool = False
+    """The watch has shown the pod bound where this holding is."""
 
     def record(self) -> AllocationRecord:
         return AllocationRecord(
@@ -252,6 +254,19 @@ class Ledger:
         with self.lock:
             h = self._holdings.get(pod)
             if h and h.state == TENTATIVE:
+                h.since = self.clock()
+
+    def unconfirmed(self, pod: str) -> None:
+        """A bind of ``pod`` may or may not have happened: keep its holding, unbound for now.
+
+        The watch commits it again when the pod shows up bound; the next bind
+        attempt finds it bound (409) or binds it; expiry releases it if neither
+        comes.
+        """
+        with self.lock:
+            h = self._holdings.get(pod)
+            if h is not None and not h.seen_bound:
+                h.state = TENTATIVE
                 h.since = self.clock()
 
     # ---- placing -----------------------------------------------------------------------
@@ -503,6 +518,7 @@ class Ledger:
             rec = self._trusted_record(pod)
             if h is not None:
                 if h.node == pod.spec.node_name or not h.amounts:
+                    h.seen_bound = True
                     if h.state == TENTATIVE and rec is not None:
                         h.state = COMMITTED
                     if not h.node:

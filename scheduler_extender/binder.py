@@ -18,7 +18,7 @@ import aiohttp
 import msgspec
 
 from fluence.pods import decode_pod, decode_status
-from scheduler_extender.scheduling import BindConflict, BindError
+from scheduler_extender.scheduling import BindConflict, BindError, BindOutcomeUnknown
 
 JSON = "application/json"
 
@@ -120,23 +120,28 @@ class ApiBinder:
         try:
             status, data = await self._call("POST", path, msgspec.json.encode(body))
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise BindError(f"the API server could not be reached: {exc!r}") from exc
+            # The request may have reached the API server before the connection went.
+            raise BindOutcomeUnknown(f"no answer from the API server: {exc!r}") from exc
         if status == 409:
             raise BindConflict(_message(data))
+        if status >= 500:
+            raise BindOutcomeUnknown(f"HTTP {status}: {_message(data)}")
         if status >= 300:
             raise BindError(f"HTTP {status}: {_message(data)}")
 
     async def node_of(self, namespace: str, name: str) -> str | None:
         try:
             status, data = await self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        except (TimeoutError, aiohttp.ClientError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise BindOutcomeUnknown(f"cannot read the pod back: {exc!r}") from exc
+        if status == 404:
             return None
         if status != 200:
-            return None
+            raise BindOutcomeUnknown(f"cannot read the pod back: HTTP {status}")
         try:
             return decode_pod(data).spec.node_name or None
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return None
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise BindOutcomeUnknown(f"cannot read the pod back: {exc}") from exc
 
 
 def _message(data: bytes) -> str:

@@ -55,6 +55,14 @@ class BindError(Exception):
     """The Binding could not be created; the message says why."""
 
 
+class BindOutcomeUnknown(BindError):
+    """No answer says whether the Binding was made (a timeout, a lost connection, a 5xx).
+
+    The pod may be bound already, so its allocation is kept until the watch (or
+    the next bind attempt's 409) says which.
+    """
+
+
 class Binder(Protocol):
     """Creates Bindings; called on the event loop, so it must not block it."""
 
@@ -62,7 +70,9 @@ class Binder(Protocol):
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> None: ...
 
-    async def node_of(self, namespace: str, name: str) -> str | None: ...
+    async def node_of(self, namespace: str, name: str) -> str | None:
+        """The pod's node ("" or None when unbound); BindOutcomeUnknown when it cannot be read."""
+        ...
 
 
 @dataclass
@@ -227,17 +237,26 @@ class Scheduler:
                 return str(exc)
             span.set_attribute("group", held.group)
             try:
-                await self.binder.bind(namespace, name, uid, node, self.ledger.annotations(held))
-            except BindConflict as conflict:
-                actual = await self.binder.node_of(namespace, name)
-                if actual == node:
-                    return ""
-                if actual:
-                    self.ledger.release(key, "bind conflict: the pod is bound elsewhere")
-                    return f"pod {key} is already bound to {actual}, not {node}"
-                # Not bound at all: the UID precondition failed (the pod was recreated).
-                self.ledger.release(key, "bind conflict")
-                return f"binding pod {key} to {node} was refused: {conflict}"
+                try:
+                    await self.binder.bind(
+                        namespace, name, uid, node, self.ledger.annotations(held)
+                    )
+                except BindConflict as conflict:
+                    actual = await self.binder.node_of(namespace, name)
+                    if actual == node:
+                        return ""
+                    if actual:
+                        self.ledger.release(key, "bind conflict: the pod is bound elsewhere")
+                        return f"pod {key} is already bound to {actual}, not {node}"
+                    # Not bound at all: the UID precondition failed (the pod was recreated).
+                    self.ledger.release(key, "bind conflict")
+                    return f"binding pod {key} to {node} was refused: {conflict}"
+            except BindOutcomeUnknown as exc:
+                self.ledger.unconfirmed(key)
+                return (
+                    f"binding pod {key} to {node}: outcome unknown ({exc}); its allocation is "
+                    "kept until the API server shows whether it is bound"
+                )
             except BindError as exc:
                 self.ledger.release(key, "bind failed")
                 return f"binding pod {key} to {node} failed: {exc}"

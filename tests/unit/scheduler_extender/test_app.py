@@ -15,10 +15,10 @@ from starlette.testclient import TestClient
 
 from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
-from fluence.ledger import Ledger, decode_record
+from fluence.ledger import COMMITTED, TENTATIVE, Ledger, decode_record
 from fluence.pods import Pod, PodGroup, decode_pod, decode_podgroup
 from scheduler_extender.app import create_app
-from scheduler_extender.scheduling import BindConflict, BindError, Scheduler
+from scheduler_extender.scheduling import BindConflict, BindError, BindOutcomeUnknown, Scheduler
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 EXAMPLES = resources.load("examples/resources.yaml")
@@ -54,12 +54,15 @@ class FakeBinder:
     def __init__(self) -> None:
         self.bound: dict[str, tuple[str, dict[str, str]]] = {}
         self.fail: str | None = None
+        self.unknown: str | None = None
         self.conflict_node: str | None = None
 
     async def bind(
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> None:
         await asyncio.sleep(0)  # let other binds run in between, as a real request would
+        if self.unknown:
+            raise BindOutcomeUnknown(self.unknown)
         if self.fail:
             raise BindError(self.fail)
         if self.conflict_node is not None:
@@ -427,3 +430,41 @@ def test_scheduling_verbs_answer_retry_until_the_rebuild_is_done() -> None:
     assert r.status_code == 200 and r.json()["NodeNames"] == ["a"]
     state["alive"] = False
     assert client.get("/healthz").status_code == 503
+
+
+def test_a_bind_whose_outcome_is_unknown_keeps_the_allocation() -> None:
+    """A timeout may hide a Binding that was made: nothing is released until that is known."""
+    env = Env([make_node("a", cpu="2")])
+    pod = make_pod("p", cpu="2", raw=True)
+    env.cluster.add(pod)
+    assert env.filter(pod, ["a"])["NodeNames"] == ["a"]
+    env.binder.unknown = "no answer from the API server: TimeoutError()"
+    r = env.bind(pod, "a")
+    assert "outcome unknown" in r["Error"]
+    held = env.ledger.get("default/p")
+    assert held is not None and held.state == TENTATIVE
+    # Another pod cannot take the capacity the possibly-bound pod holds.
+    other = make_pod("q", cpu="1", raw=True)
+    env.cluster.add(other)
+    assert env.filter(other, ["a"])["NodeNames"] in (None, [])
+    # The retry finds the pod bound already (409, read back on the same node): success.
+    env.binder.unknown = None
+    env.binder.conflict_node = "a"
+    assert env.bind(pod, "a").get("Error", "") == ""
+    assert env.ledger.get("default/p") is held and held.state == COMMITTED
+
+
+def test_an_unknown_bind_the_watch_already_confirmed_stays_committed() -> None:
+    env = Env([make_node("a", cpu="2")])
+    pod = make_pod("p", cpu="1", raw=True)
+    env.cluster.add(pod)
+    env.filter(pod, ["a"])
+    held = env.ledger.commit("default/p", "uid-default-p", "a")
+    seen = make_pod(
+        "p", cpu="1", node="a", phase="Running", annotations=env.ledger.annotations(held)
+    )
+    env.ledger.observe(seen)  # the watch shows the Binding before its answer is lost
+    env.ledger.unconfirmed("default/p")
+    assert held.state == COMMITTED
+    env.ledger.expire()
+    assert env.ledger.get("default/p") is held
