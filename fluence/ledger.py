@@ -223,6 +223,7 @@ class Ledger:
         self._holdings: dict[str, Holding] = {}
         self._groups: dict[str, GroupDevices] = {}
         self._unaccounted: dict[str, Pod] = {}
+        self._retrying = False
         self._next_id = 1
         self._last_match: OrderedDict[str, LastMatch] = OrderedDict()
 
@@ -463,6 +464,9 @@ class Ledger:
                 return None
             self._release_jobs(h)
             log.info("allocation released", extra={"pod": pod, "group": h.group, "reason": reason})
+            if self._unaccounted and not self._retrying:
+                # Capacity came free: pods of other schedulers that did not fit may fit now.
+                self.retry_unaccounted()
             return h
 
     def _release_jobs(self, h: Holding) -> None:
@@ -631,11 +635,17 @@ class Ledger:
         self.release(pod_key, "pod deleted")
 
     def retry_unaccounted(self) -> None:
-        """A node appeared or changed: try again to account pods that did not fit before."""
+        """Capacity appeared (a node, or a release): account again pods that did not fit before."""
         with self.lock:
-            for pod in list(self._unaccounted.values()):
-                self._unaccounted.pop(pod.key, None)
-                self.observe(pod)
+            if self._retrying:
+                return
+            self._retrying = True
+            try:
+                for pod in list(self._unaccounted.values()):
+                    self._unaccounted.pop(pod.key, None)
+                    self.observe(pod)
+            finally:
+                self._retrying = False
 
     def drop_lost(self, jobids: Sequence[int]) -> None:
         """The graph was rebuilt and these jobs no longer fit: forget their holdings."""

@@ -360,3 +360,20 @@ def test_a_gangs_backend_is_restored_from_any_member_after_a_restart() -> None:
     assert g3.backend_usage() == g1.backend_usage()
     l3.release("default/w1", "pod Succeeded")
     assert not any(g3.backend_usage().values())
+
+
+def test_a_foreign_pod_that_did_not_fit_is_accounted_once_fluence_releases_capacity() -> None:
+    """Pods of other schedulers are retried when capacity frees, not only on node events."""
+    g = ClusterGraph(EXAMPLES, [make_node("a", cpu="2")])
+    ledger = Ledger(g)
+    ours = make_pod("ours", cpu="2")
+    ledger.place("default/ours", [ours])
+    ledger.commit("default/ours", ours.metadata.uid, "a")
+    # Another scheduler ran a pod onto the node meanwhile (the API server accepts that).
+    theirs = bound(make_pod("theirs", cpu="1", scheduler="default-scheduler"), "a")
+    ledger.observe(theirs)
+    assert ledger.unaccounted() == ["default/theirs"]
+    ledger.release("default/ours", "pod Succeeded")
+    assert ledger.unaccounted() == []
+    assert ledger.get("default/theirs") is not None
+    assert g.node_usage()["a"]["core"]["allocated"] == 1000
