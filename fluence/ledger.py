@@ -55,6 +55,7 @@ TENTATIVE = "tentative"
 COMMITTED = "committed"
 FOREIGN = "foreign"
 DEFAULT_UNBOUND_TIMEOUT = 300.0
+DEFAULT_GANG_TIMEOUT = 600.0
 
 
 class LedgerError(RuntimeError):
@@ -107,6 +108,8 @@ class Holding:
     devices: list[DeviceRecord] = field(default_factory=list)
     seen_bound: bool = False
     """The watch has shown the pod bound where this holding is."""
+    placed: float = 0.0
+    """When the group's match made this holding; filter retries do not move it."""
 
     def record(self) -> AllocationRecord:
         return AllocationRecord(
@@ -186,6 +189,11 @@ def describe(amounts: Mapping[str, int]) -> str:
     return ", ".join(parts)
 
 
+_gang_timeouts = telemetry.meter("fluence.ledger").create_counter(
+    "fluence_gang_timeouts",
+    description="Groups whose tentative holdings were released because not every member "
+    "was bound within the gang timeout",
+)
 _untrusted_records = telemetry.meter("fluence.ledger").create_counter(
     "fluence_untrusted_allocation_records",
     description="Allocation records on bound pods that were ignored: unsealed, "
@@ -212,10 +220,12 @@ class Ledger:
         graph: ClusterGraph,
         *,
         unbound_timeout: float = DEFAULT_UNBOUND_TIMEOUT,
+        gang_timeout: float = DEFAULT_GANG_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
         seal: RecordSeal | None = None,
     ) -> None:
         self.graph = graph
+        self.gang_timeout = gang_timeout
         self.seal = seal if seal is not None else process_seal()
         self.unbound_timeout = unbound_timeout
         self.clock = clock
@@ -386,6 +396,7 @@ class Ledger:
                     jid = self._new_id()
                     self.graph.hold_compute(jid, node, compute)
                 h = Holding(p.key, p.metadata.uid, group, node, dict(compute), jid, TENTATIVE, now)
+                h.placed = now
                 if shared is not None:
                     self._join(h, shared)
                 made[p.key] = h
@@ -495,7 +506,14 @@ class Ledger:
             log.info("group backend released", extra={"group": group})
 
     def expire(self) -> list[str]:
-        """Release tentative holdings older than ``unbound_timeout``; returns their pods."""
+        """Release what waits too long; returns the pods released.
+
+        A tentative holding not handed out again for ``unbound_timeout`` seconds
+        goes. So does every tentative holding of a group whose members are not
+        all bound ``gang_timeout`` seconds after its match: filter retries renew
+        each member's holding, so a gang with one member that can never bind
+        would otherwise keep the others' capacity for ever.
+        """
         now = self.clock()
         with self.lock:
             old = [
@@ -505,6 +523,26 @@ class Ledger:
             ]
             for k in old:
                 self.release(k, f"not bound within {self.unbound_timeout:.0f}s")
+            stuck = {
+                h.group
+                for h in self._holdings.values()
+                if h.state == TENTATIVE and h.placed and now - h.placed >= self.gang_timeout
+            }
+            for group in sorted(stuck):
+                members = [
+                    k
+                    for k, h in self._holdings.items()
+                    if h.group == group and h.state == TENTATIVE
+                ]
+                for k in members:
+                    self.release(
+                        k,
+                        f"group {group} not fully bound within {self.gang_timeout:.0f}s; "
+                        "its capacity is released and the group is matched again when retried",
+                    )
+                log.warning("gang timed out", extra={"group": group, "released": members})
+                _gang_timeouts.add(1)
+                old += members
             return old
 
     # ---- following the cluster ---------------------------------------------------------

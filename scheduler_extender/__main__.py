@@ -61,7 +61,12 @@ def main(argv: list[str] | None = None) -> None:
         seal = load_seal(settings.record_key_file)
     except SealKeyError as exc:
         raise SystemExit(f"FLUENCE_RECORD_KEY_FILE: {exc}") from exc
-    ledger = Ledger(graph, unbound_timeout=settings.unbound_timeout, seal=seal)
+    ledger = Ledger(
+        graph,
+        unbound_timeout=settings.unbound_timeout,
+        gang_timeout=settings.gang_timeout,
+        seal=seal,
+    )
     runtime = Runtime(cache, graph, ledger)
     binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)
     scheduler = Scheduler(graph, ledger, cache, binder, scheduler_name=settings.scheduler_name)

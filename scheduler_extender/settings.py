@@ -34,6 +34,12 @@ class ExtenderSettings(ServerSettings):
         gt=0,
         description="Seconds an allocation made at filter may stay unbound before it is released.",
     )
+    gang_timeout: float = Field(
+        default=600.0,
+        gt=0,
+        description="Seconds a group may hold its capacity without every member bound; then "
+        "all its unbound holdings are released and the group is matched again when retried.",
+    )
     bind_concurrency: int = Field(
         default=16,
         gt=0,

@@ -38,6 +38,8 @@ def scrape() -> dict[str, list[str]]:
         "forged", node="a", phase="Running", annotations={names.ANNOTATION_ALLOCATION: "{}"}
     )
     env.ledger.observe(forged)  # an unsealed record: ignored and counted
+    env.ledger.gang_timeout = 0.0
+    env.ledger.expire()  # the probe pod's unbound holding times out
     rebuilding = TestClient(extender_app(env.scheduler, ready=lambda: False, metrics=False))
     rebuilding.post("/filter", json={"Pod": pod, "Nodes": None, "NodeNames": ["a"]})
     contract = EnvContract.from_config(resources.load("examples/resources.yaml"), loaded=True)

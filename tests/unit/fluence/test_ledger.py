@@ -377,3 +377,23 @@ def test_a_foreign_pod_that_did_not_fit_is_accounted_once_fluence_releases_capac
     assert ledger.unaccounted() == []
     assert ledger.get("default/theirs") is not None
     assert g.node_usage()["a"]["core"]["allocated"] == 1000
+
+
+def test_a_gang_that_cannot_fully_bind_releases_everything_after_its_timeout() -> None:
+    clock = Clock()
+    g = ClusterGraph(EXAMPLES, [make_node("a", cpu="4")])
+    ledger = Ledger(g, unbound_timeout=60, gang_timeout=120, clock=clock)
+    gang = [make_pod(f"w{i}", cpu="1", group="g") for i in range(3)]
+    ledger.place("default/g", gang)
+    ledger.commit("default/w0", gang[0].metadata.uid, "a")  # one member binds
+    for _ in range(4):  # the others are retried by the scheduler, renewing their holdings
+        clock.now += 40
+        for k in ("default/w1", "default/w2"):
+            ledger.touch(k)
+        released = ledger.expire()
+        if released:
+            break
+    assert sorted(released) == ["default/w1", "default/w2"]
+    assert clock.now - 1000.0 >= 120
+    assert ledger.get("default/w0") is not None  # bound and running: kept
+    assert g.node_usage()["a"]["core"]["allocated"] == 1000
