@@ -69,8 +69,22 @@ class DeviceRecord(msgspec.Struct, omit_defaults=True):
     jobid: int = 0
 
 
+class PendingMember(msgspec.Struct, omit_defaults=True):
+    """A member of the same group still waiting to be bound when this record was written."""
+
+    pod: str
+    uid: str = ""
+    node: str = ""
+    amounts: dict[str, int] = {}
+
+
 class AllocationRecord(msgspec.Struct, omit_defaults=True):
-    """What a bound pod holds; stored on the pod, read back to rebuild the ledger."""
+    """What a bound pod holds; stored on the pod, read back to rebuild the ledger.
+
+    ``pending`` lists the members of its group not bound yet, with where they are
+    held: an extender that restarts in the middle of a gang's binds holds them
+    again, so no other pod takes their capacity and the gang is not left partial.
+    """
 
     group: str
     node: str = ""
@@ -79,6 +93,7 @@ class AllocationRecord(msgspec.Struct, omit_defaults=True):
     backend: str = ""
     attributes: dict[str, str] = {}
     devices: list[DeviceRecord] = []
+    pending: list[PendingMember] = []
     v: int = 1
 
 
@@ -111,7 +126,7 @@ class Holding:
     placed: float = 0.0
     """When the group's match made this holding; filter retries do not move it."""
 
-    def record(self) -> AllocationRecord:
+    def record(self, pending: Sequence[PendingMember] = ()) -> AllocationRecord:
         return AllocationRecord(
             group=self.group,
             node=self.node,
@@ -120,11 +135,14 @@ class Holding:
             backend=self.backend.name if self.backend else "",
             attributes=dict(self.backend.attributes) if self.backend else {},
             devices=list(self.devices),
+            pending=list(pending),
         )
 
-    def annotations(self, seal: RecordSeal) -> dict[str, str]:
+    def annotations(
+        self, seal: RecordSeal, pending: Sequence[PendingMember] = ()
+    ) -> dict[str, str]:
         """Annotations the Binding writes onto the pod with its node, the record sealed."""
-        record = encode_record(self.record())
+        record = encode_record(self.record(pending))
         out = {
             names.ANNOTATION_ALLOCATION: record,
             names.ANNOTATION_ALLOCATION_SEAL: seal.sign(self.pod, self.uid, record),
@@ -250,7 +268,13 @@ class Ledger:
 
     def annotations(self, h: Holding) -> dict[str, str]:
         """What the Binding of ``h``'s pod writes: backend, attributes, the sealed record."""
-        return h.annotations(self.seal)
+        with self.lock:
+            pending = [
+                PendingMember(o.pod, o.uid, o.node, dict(o.amounts))
+                for o in self._holdings.values()
+                if o.group == h.group and o.pod != h.pod and o.state == TENTATIVE and o.group
+            ]
+        return h.annotations(self.seal, pending)
 
     def get(self, pod: str) -> Holding | None:
         with self.lock:
@@ -647,6 +671,30 @@ class Ledger:
             self._join(h, shared)
         self._holdings[pod.key] = h
         self._unaccounted.pop(pod.key, None)
+        for m in rec.pending:
+            self._hold_pending(rec.group, m, shared)
+
+    def _hold_pending(self, group: str, m: PendingMember, shared: GroupDevices | None) -> None:
+        """Hold again where an unbound member of a gang was held before a restart."""
+        if m.pod in self._holdings or not m.node:
+            return
+        jid = 0
+        if m.amounts:
+            jid = self._new_id()
+            try:
+                self.graph.hold_compute(jid, m.node, m.amounts)
+            except (StateError, NotFoundError) as exc:
+                log.warning(
+                    "cannot hold a pending gang member again; it is matched anew when retried",
+                    extra={"pod": m.pod, "group": group, "node": m.node, "error": str(exc)},
+                )
+                return
+        now = self.clock()
+        h = Holding(m.pod, m.uid, group, m.node, dict(m.amounts), jid, TENTATIVE, now)
+        h.placed = now
+        if shared is not None:
+            self._join(h, shared)
+        self._holdings[m.pod] = h
 
     def _hold_foreign(self, pod: Pod) -> None:
         compute, _ = split_requests(pod_requests(pod))
@@ -692,6 +740,13 @@ class Ledger:
             for k, h in list(self._holdings.items()):
                 if h.jobid in lost or any(d.jobid in lost for d in h.devices):
                     self.release(k, "no longer fits the changed cluster")
+
+    def drop_absent(self, present: set[str]) -> None:
+        """After recovery: release unbound holdings of pods the cluster no longer has."""
+        with self.lock:
+            for k, h in list(self._holdings.items()):
+                if h.state == TENTATIVE and k not in present:
+                    self.release(k, "the pod no longer exists")
 
     def unaccounted(self) -> list[str]:
         with self.lock:

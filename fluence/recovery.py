@@ -36,6 +36,8 @@ def recover_from_cluster(
     pods = reflectors.pods.items()
     for pod in pods:
         ledger.observe(pod)
+    # Records name gang members that were still pending; those gone since hold nothing.
+    ledger.drop_absent({pod.key for pod in pods})
     recovered = Recovered(len(graph.node_names()), len(pods), len(ledger.holdings()))
     log.info(
         "ledger rebuilt from the cluster",

@@ -14,6 +14,7 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import COMMITTED, FOREIGN, TENTATIVE, Ledger, LedgerError, decode_record
 from fluence.pods import Pod, decode_pod
+from fluence.recovery import recover_from_cluster
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 EXAMPLES = resources.load("examples/resources.yaml")
@@ -397,3 +398,46 @@ def test_a_gang_that_cannot_fully_bind_releases_everything_after_its_timeout() -
     assert clock.now - 1000.0 >= 120
     assert ledger.get("default/w0") is not None  # bound and running: kept
     assert g.node_usage()["a"]["core"]["allocated"] == 1000
+
+
+def test_a_restart_between_a_gangs_binds_holds_the_unbound_members_again() -> None:
+    """Capacity of members not bound yet is not lost to other pods across a restart."""
+    nodes = [make_node("a", cpu="2"), make_node("b", cpu="2")]
+    g1 = ClusterGraph(EXAMPLES, nodes)
+    l1 = Ledger(g1)
+    qpu = {names.resource_name("qpu"): "1"}
+    gang = [make_pod(f"w{i}", cpu="2", group="g", extra=qpu if i == 0 else None) for i in range(2)]
+    assert l1.place("default/g", gang).status == "allocated"
+    node_of = {k: h.node for k, h in l1.holdings().items()}
+    h0 = l1.commit("default/w0", gang[0].metadata.uid, node_of["default/w0"])
+    first = bound(gang[0], h0.node, l1.annotations(h0))
+    # The extender dies here: w0 is bound, w1 is not.
+    g2 = ClusterGraph(EXAMPLES, nodes)
+    l2 = Ledger(g2)
+    l2.observe(first)
+    l2.observe(gang[1])  # pending, not bound
+    w1 = l2.get("default/w1")
+    assert w1 is not None and w1.state == TENTATIVE and w1.node == node_of["default/w1"]
+    assert w1.devices and w1.devices is l2.get("default/w0").devices  # type: ignore[union-attr]
+    assert g2.node_usage() == g1.node_usage() and g2.backend_usage() == g1.backend_usage()
+    # A stranger finds no room; the gang's member binds where it was held.
+    assert l2.place("default/x", [make_pod("x", cpu="1")]).status != "allocated"
+    assert l2.commit("default/w1", gang[1].metadata.uid, w1.node) is w1
+
+    # A pending member that is gone by the time of the restart holds nothing.
+    class Reflectors:
+        class nodes:  # noqa: N801 - a stand-in for the reflector attribute
+            @staticmethod
+            def items() -> list[Any]:
+                return nodes
+
+        class pods:  # noqa: N801
+            @staticmethod
+            def items() -> list[Any]:
+                return [first]
+
+    g3 = ClusterGraph(EXAMPLES, [])
+    l3 = Ledger(g3)
+    recover_from_cluster(Reflectors, g3, l3)  # type: ignore[arg-type]
+    assert sorted(l3.holdings()) == ["default/w0"]
+    assert sum(u["core"]["allocated"] for u in g3.node_usage().values()) == 2000
