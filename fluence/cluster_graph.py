@@ -29,7 +29,7 @@ from fluence import names
 from fluence.pods import COMPUTE_TYPES, CORE, GPU, MEMORY, Node, Pod, node_capacity
 from fluence.resources import Resource, ResourcesConfig
 from fluxion_nb import Graph
-from fluxion_nb.errors import NotFoundError, StateError
+from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation, MatchOp
 
 log = logging.getLogger(__name__)
@@ -124,6 +124,10 @@ class _Builder:
         return {"id": str(uid), "metadata": dict(sorted(md.items()))}
 
 
+class GraphUpdateError(ValueError):
+    """A change of nodes or config could not be applied; the graph is as it was before."""
+
+
 def _edge(src: str, tgt: str) -> dict[str, Any]:
     return {"source": src, "target": tgt, "metadata": {"subsystem": "containment"}}
 
@@ -195,7 +199,29 @@ class ClusterGraph:
     # ---- building ----------------------------------------------------------------------
 
     def _rebuild(self, nodes: Mapping[str, Node]) -> list[int]:
-        """Build a fresh graph from ``nodes`` and the config, replay held jobs; return lost ones."""
+        """Build a fresh graph from ``nodes`` and the config, replay held jobs; return lost ones.
+
+        All or nothing: when the new graph cannot be built (a resource named like
+        a node, say), everything stays as it was and GraphUpdateError says why.
+        """
+        saved = {k: getattr(self, k) for k in self._STATE if hasattr(self, k)}
+        saved["_jobs"] = dict(self._jobs)
+        saved["_job_nodes"] = dict(self._job_nodes)
+        try:
+            return self._rebuild_unsafe(nodes)
+        except (InputError, ValueError) as exc:
+            for k, v in saved.items():
+                setattr(self, k, v)
+            raise GraphUpdateError(f"the cluster graph was left as it was: {exc}") from exc
+
+    @staticmethod
+    def _virtual_names(config: ResourcesConfig) -> set[str]:
+        """Names of the resources that sit beside the nodes, under the cluster vertex."""
+        return {r.name for r in config.resources if r.parent in ("", CLUSTER) and r.name}
+
+    _STATE = ("_b", "_nodes", "_tainted", "_backends", "_root", "jgf", "_empty", "_g")
+
+    def _rebuild_unsafe(self, nodes: Mapping[str, Node]) -> list[int]:
         self._b = _Builder()
         self._nodes: dict[str, NodeVertices] = {}
         self._tainted: set[str] = set()
@@ -205,7 +231,14 @@ class ClusterGraph:
         root = self._b.vertex(CLUSTER, CLUSTER, CLUSTER, "")
         self._root = root
         verts.append(root)
+        virtual = self._virtual_names(self._config)
         for name in sorted(nodes):
+            if name in virtual:
+                log.error(
+                    "node has the name of a configured resource; it is left out of the graph",
+                    extra={"node": name},
+                )
+                continue
             v, e = self._node_subgraph(nodes[name])
             verts += v
             edges += e
@@ -316,6 +349,12 @@ class ClusterGraph:
             if nv is None or nv.deleted:
                 if nv is not None:
                     return self._rebuild(self._live_nodes() | {node.name: node})
+                path = f"/{CLUSTER}/{node.name}"
+                if path in self._backends:
+                    raise GraphUpdateError(
+                        f"node {node.name!r} has the name of a configured resource ({path}); "
+                        "it is left out of the graph until one of them is renamed"
+                    )
                 v, e = self._node_subgraph(node)
                 sub = {"graph": {"nodes": [self._root, *v], "edges": e}}
                 self._g.attach(json.dumps(sub))
@@ -378,11 +417,25 @@ class ClusterGraph:
             return self._rebuild({n.name: n for n in nodes})
 
     def set_config(self, config: ResourcesConfig) -> list[int]:
-        """Grow or shrink the virtual resources; returns jobids that no longer fit."""
+        """Grow or shrink the virtual resources; returns jobids that no longer fit.
+
+        GraphUpdateError (nothing changed) when the config does not fit the cluster.
+        """
         with self.lock:
+            taken = sorted(self._virtual_names(config) & set(self._live_nodes()))
+            if taken:
+                raise GraphUpdateError(
+                    f"resources {taken} have the names of nodes; the resources config was "
+                    "not applied (rename them)"
+                )
+            before = self._config, self._known_types
             self._config = config
             self._known_types = frozenset(config.types())
-            return self._rebuild(self._live_nodes())
+            try:
+                return self._rebuild(self._live_nodes())
+            except GraphUpdateError:
+                self._config, self._known_types = before
+                raise
 
     # ---- matching and holding ----------------------------------------------------------
 

@@ -19,6 +19,7 @@ with an empty string.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,6 +171,11 @@ def _resource(
     name = raw.get("name") or ""
     if not isinstance(name, str):
         raise ResourcesConfigError(f"resource {rtype!r}: 'name' must be a string")
+    if name and not _NAME.match(name):
+        raise ResourcesConfigError(
+            f"resource name {name!r} must be 1-63 letters, digits, '-', '_' or '.', starting "
+            "and ending with a letter or digit (it names a graph vertex and an annotation value)"
+        )
     count = raw.get("count", 1)
     if count is None:
         count = 1
@@ -191,6 +197,13 @@ def _resource(
     elif spec is not None:
         raise ResourcesConfigError(f"attributes must be a string reference or a map, got: {spec!r}")
     attrs = {k: v for k, v in attrs.items() if v != ""}
+    for key in attrs:
+        if not _NAME.match(names.attr_annotation(key).split("/", 1)[1]):
+            raise ResourcesConfigError(
+                f"resource {name or rtype!r}: attribute key {key!r} must be letters, digits, "
+                "'-', '_' or '.' (at most 58), starting and ending with a letter or digit: it "
+                f"becomes the annotation {names.attr_annotation(key)!r}"
+            )
     if top:
         backend = name
     kids_raw = raw.get("with") or []
@@ -198,6 +211,10 @@ def _resource(
         raise ResourcesConfigError(f"resource {rtype!r}: 'with' must be a list")
     children = tuple(_resource(k, attrs, backend, registry, top=False) for k in kids_raw)
     return Resource(rtype, name, int(count), str(parent), attrs, backend, children)
+
+
+_NAME = re.compile(r"^(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+"""A Kubernetes qualified name's name part: resource names and annotation key names."""
 
 
 def _valid_type(t: str) -> bool:

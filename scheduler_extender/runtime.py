@@ -13,7 +13,7 @@ import logging
 import threading
 from pathlib import Path
 
-from fluence.cluster_graph import ClusterGraph
+from fluence.cluster_graph import ClusterGraph, GraphUpdateError
 from fluence.config_watch import ConfigWatcher
 from fluence.ledger import Ledger
 from fluence.pods import Node, Pod
@@ -65,7 +65,11 @@ class Runtime:
             if kind == DELETED:
                 self.graph.delete_node(node.name)
                 return
-            lost = self.graph.upsert_node(node)
+            try:
+                lost = self.graph.upsert_node(node)
+            except GraphUpdateError as exc:
+                log.error("node change not applied", extra={"node": node.name, "error": str(exc)})
+                return
             self.ledger.drop_lost(lost)
             self.ledger.retry_unaccounted()
 
@@ -92,7 +96,14 @@ class ConfigReloader:
         config = self.watcher.poll()
         if config is None:
             return False
-        lost = self.graph.set_config(config)
+        try:
+            lost = self.graph.set_config(config)
+        except GraphUpdateError as exc:
+            log.error(
+                "resources config change not applied; the previous one stays in force",
+                extra={"path": str(self.watcher.path), "error": str(exc)},
+            )
+            return False
         self.ledger.drop_lost(lost)
         log.info(
             "resources config reloaded",

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from fluence import resources
-from fluence.cluster_graph import ClusterGraph
+from fluence.cluster_graph import ClusterGraph, GraphUpdateError
 from fluence.group_jobspec import compute_jobspec
 from fluence.pods import decode_pod
-from fluxion_nb.errors import StateError
+from fluxion_nb.errors import InputError, StateError
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 EXAMPLES = resources.load("examples/resources.yaml")
@@ -168,3 +168,40 @@ def test_node_selector_excludes_nodes_without_the_labels() -> None:
     doc = make_pod("p", raw=True)
     doc["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n2"}
     assert g.excluded_for(decode_pod(json.dumps(doc))) == ["n1"]
+
+
+def test_a_config_that_clashes_with_a_node_changes_nothing() -> None:
+    graph = ClusterGraph(resources.parse(""), [make_node("a"), make_node("ibm_fez")])
+    jgf_before = graph.jgf
+    usage_before = graph.node_usage()
+    with pytest.raises(GraphUpdateError, match="ibm_fez"):
+        graph.set_config(resources.load("examples/resources.yaml"))
+    assert graph.backends() == {} and not graph.known_types()
+    assert graph.jgf is jgf_before and graph.node_usage() == usage_before
+
+
+def test_a_node_named_like_a_resource_is_left_out_and_the_graph_stays_whole() -> None:
+    graph = ClusterGraph(resources.load("examples/resources.yaml"), [make_node("a")])
+    with pytest.raises(GraphUpdateError, match="ibm_fez"):
+        graph.upsert_node(make_node("ibm_fez"))
+    assert graph.node_names() == ["a"] and len(graph.backends()) == 2
+    # A rebuild (as at startup) leaves the clashing node out instead of failing.
+    graph.reset_nodes([make_node("a"), make_node("ibm_fez"), make_node("b")])
+    assert sorted(graph.node_names()) == ["a", "b"] and len(graph.backends()) == 2
+
+
+def test_a_failing_rebuild_restores_every_piece_of_state() -> None:
+    graph = ClusterGraph(resources.load("examples/resources.yaml"), [make_node("a")])
+    before = (graph.jgf, graph.node_usage(), graph.backends(), graph.node_names())
+
+    def broken(*_: object, **__: object) -> None:
+        # Half-way through a rebuild, as when the reader rejects the new graph.
+        graph._nodes = {}
+        graph._backends = {}
+        graph.jgf = {}
+        raise InputError("simulated reader failure")
+
+    graph._rebuild_unsafe = broken  # type: ignore[method-assign]
+    with pytest.raises(GraphUpdateError, match="simulated"):
+        graph.reset_nodes([make_node("a", cpu="2")])
+    assert (graph.jgf, graph.node_usage(), graph.backends(), graph.node_names()) == before

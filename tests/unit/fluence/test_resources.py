@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -88,4 +89,25 @@ def test_missing_file_means_classical_only(tmp_path: Path) -> None:
 )
 def test_invalid_configs_say_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(ResourcesConfigError, match=message):
+        resources.parse(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("resources: [{type: qpu, name: 'a/b'}]", "resource name 'a/b'"),
+        ("resources: [{type: qpu, name: '-x'}]", "resource name '-x'"),
+        ("resources: [{type: qpu, name: " + "x" * 64 + "}]", "resource name"),
+        (
+            "resources: [{type: qpu, name: q, attributes: {'bad key': v}}]",
+            "attribute key 'bad key'",
+        ),
+        ("resources: [{type: qpu, name: q, attributes: {'k/x': v}}]", "attribute key 'k/x'"),
+        ("resources: [{type: qpu, name: q, attributes: {" + "k" * 59 + ": v}}]", "attribute key"),
+    ],
+)
+def test_names_and_attribute_keys_must_fit_where_they_are_written(
+    text: str, complaint: str
+) -> None:
+    with pytest.raises(resources.ResourcesConfigError, match=re.escape(complaint)):
         resources.parse(text)

@@ -97,3 +97,16 @@ def test_resources_config_change_is_picked_up_without_restart(tmp_path: Path) ->
     os.utime(path, ns=(3, 4))
     assert not watcher.check()
     assert len(graph.backends()) == 2
+
+
+def test_a_config_that_does_not_fit_the_cluster_is_refused_whole(tmp_path: Path) -> None:
+    """A resource named like a node used to crash the reload half-way; now nothing changes."""
+    path = tmp_path / "resources.yaml"
+    path.write_text("resources: []\n")
+    graph = ClusterGraph(resources.load(path), [make_node("a"), make_node("ibm_fez")])
+    reloader = ConfigReloader(str(path), graph, Ledger(graph))
+    path.write_text(Path("examples/resources.yaml").read_text())
+    os.utime(path, ns=(5, 6))
+    assert not reloader.check()
+    assert graph.backends() == {} and sorted(graph.node_names()) == ["a", "ibm_fez"]
+    assert graph.node_usage()["ibm_fez"]["core"]["free"] == 4000
