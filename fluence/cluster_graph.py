@@ -416,6 +416,23 @@ class ClusterGraph:
         with self.lock:
             return self._rebuild({n.name: n for n in nodes})
 
+    def busy(self) -> bool:
+        """Would a match now wait for another thread (a rebuild holding the graph)?"""
+        if not self.lock.acquire(blocking=False):
+            return True
+        self.lock.release()
+        return False
+
+    def prepare_satisfiability(self) -> None:
+        """Build the empty copy the satisfiability check uses, ahead of the first failed match.
+
+        Called off the event loop after the graph changed, so a filter does not
+        pay for loading a copy of the whole graph.
+        """
+        with self.lock:
+            if self._empty is None:
+                self._empty = self._empty_copy()
+
     def set_config(self, config: ResourcesConfig) -> list[int]:
         """Grow or shrink the virtual resources; returns jobids that no longer fit.
 
@@ -462,13 +479,14 @@ class ClusterGraph:
         """Would the request fit the cluster with nothing held and every node up?"""
         with self.lock:
             if self._empty is None:
-                self._empty = Graph(
-                    json.dumps(self.jgf), policy=self.policy, partial_pools=set(PARTIAL_POOLS)
-                )
+                self._empty = self._empty_copy()
             probe = self._empty.match(dict(jobspec), "allocate", jobid=1)
             if probe.ok:
                 self._empty.cancel(1, missing_ok=True)
             return probe.ok
+
+    def _empty_copy(self) -> Graph:
+        return Graph(json.dumps(self.jgf), policy=self.policy, partial_pools=set(PARTIAL_POOLS))
 
     def cancel_match(self, jobid: int) -> None:
         with self.lock:

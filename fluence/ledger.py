@@ -266,6 +266,13 @@ class Ledger:
 
     # ---- queries -----------------------------------------------------------------------
 
+    def busy(self) -> bool:
+        """Would a ledger operation now wait for another thread (or the graph)?"""
+        if not self.lock.acquire(blocking=False):
+            return True
+        self.lock.release()
+        return self.graph.busy()
+
     def annotations(self, h: Holding) -> dict[str, str]:
         """What the Binding of ``h``'s pod writes: backend, attributes, the sealed record."""
         with self.lock:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from fluence import resources, telemetry
@@ -90,7 +91,9 @@ def main(argv: list[str] | None = None) -> None:
             startup_failed.set()
 
     async def housekeeping() -> None:
-        steps = [ledger.expire] + ([watcher.check] if watcher is not None else [])
+        steps: list[Callable[[], object]] = [ledger.expire, graph.prepare_satisfiability]
+        if watcher is not None:
+            steps.append(watcher.check)
         while True:
             await asyncio.sleep(settings.expire_interval)
             if not runtime.ready.is_set():

@@ -8,6 +8,7 @@ record arrives atomically with ``spec.nodeName``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,6 +100,10 @@ class Scheduler:
         self.binder = binder
         self.scheduler_name = scheduler_name
         self._indexed = view if isinstance(view, GroupIndexedView) else None
+
+    def would_block(self) -> bool:
+        """A decision now would wait for another thread: run it off the event loop."""
+        return self.ledger.busy()
 
     # ---- filter ------------------------------------------------------------------------
 
@@ -224,15 +229,20 @@ class Scheduler:
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Bind the pod; returns "" or the error for the scheduler.
 
-        The commit runs before the first await, so two binds of one pod never
-        both pass it; the ledger's own lock keeps it safe beside the reflectors.
+        The commit runs under the ledger's lock, so it is safe beside the
+        reflectors; it runs in a thread only while a rebuild holds the graph.
+        Two binds of one pod both create the Binding at worst: the second gets
+        409, reads the pod back on the same node and succeeds.
         """
         key = f"{namespace}/{name}"
         with _tracer.start_as_current_span("bind") as span:
             span.set_attribute("pod", key)
             span.set_attribute("node", node)
             try:
-                held = self.ledger.commit(key, uid, node)
+                if self.would_block():
+                    held = await asyncio.to_thread(self.ledger.commit, key, uid, node)
+                else:
+                    held = self.ledger.commit(key, uid, node)
             except LedgerError as exc:
                 return str(exc)
             span.set_attribute("group", held.group)

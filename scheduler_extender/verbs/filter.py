@@ -5,9 +5,14 @@ sends one filter at a time per scheduling cycle, so there is nothing to run
 beside it, and handing a sub-millisecond decision to a thread and back costs
 more than the decision (the waiting thread also needs the GIL back). Bind
 awaits the API server on the loop as well (:mod:`scheduler_extender.binder`).
+Only when the decision would wait (a graph rebuild holds the graph, or the
+empty copy for the satisfiability check must be built) does it go to a thread,
+so probes and other requests are answered meanwhile.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import msgspec
 from starlette.requests import Request
@@ -20,8 +25,12 @@ from scheduler_extender.verbs.body import BadRequest, decode, pod_of, read_body
 async def handle(request: Request, scheduler: Scheduler, limit: int) -> bytes:
     args = decode(wire.filter_args, await read_body(request, limit), "ExtenderArgs")
     pod = pod_of(args.pod)
+    candidates = args.candidates()
     try:
-        out = scheduler.filter(pod, args.candidates())
+        if scheduler.would_block():
+            out = await asyncio.to_thread(scheduler.filter, pod, candidates)
+        else:
+            out = scheduler.filter(pod, candidates)
     except msgspec.ValidationError as exc:
         raise BadRequest(400, f"malformed ExtenderArgs.NodeNames: {exc}") from exc
     result = wire.ExtenderFilterResult(
