@@ -5,7 +5,15 @@ on loopback, built from the pinned Go module in ``hack/k8s-bins``; fake nodes
 and a stand-in kubelet make pods schedulable and let them run to completion.
 """
 
-from fluence.pki import CertificateAuthority, issue_serving_cert
+import os
+
+# The harness forks component processes (fork + exec, see processes.py) while gRPC
+# threads of the stand-in kubelet run. gRPC's fork handlers would then restart its
+# threads in the child before exec, which can crash the child; the children exec at
+# once and need none of that. Set before anything here imports grpc.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+from fluence.pki import CertificateAuthority, issue_serving_cert  # noqa: E402
 from testbed.binaries import Binaries, BinariesError, ensure_binaries
 from testbed.cluster import ControlPlane, SchedulerHandle, Timings
 from testbed.downward import resolve_env

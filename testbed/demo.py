@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import ssl
@@ -425,6 +426,10 @@ class Demo:
     def _launch_extender(self) -> None:
         port = free_port()
         self.extender_candidate_url = f"http://127.0.0.1:{port}"
+        # The key the Secret fluence-record-key holds in a cluster: records outlive a restart.
+        key = self.control_plane.workdir / "record-key"
+        if not key.exists():
+            key.write_text(secrets.token_hex(32))
         self.extender = self._process(
             "fluence-extender",
             _console_script("fluence-extender", "scheduler_extender"),
@@ -433,6 +438,7 @@ class Demo:
                 kubeconfig=str(self.control_plane.kubeconfig),
                 resources=str(RESOURCES),
                 scheduler_name=names.SCHEDULER_NAME,
+                record_key_file=str(key),
             ),
         )
 

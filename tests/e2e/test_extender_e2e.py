@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import signal
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,14 @@ RESOURCES = Path(__file__).resolve().parents[2] / "examples" / "resources.yaml"
 QPU = names.resource_name("qpu")
 
 
+def record_key(directory: Path) -> Path:
+    """The Secret every extender of a test run shares, as mounted in the scheduler pod."""
+    path = directory / "record-key"
+    if not path.exists():
+        path.write_text(secrets.token_hex(32))
+    return path
+
+
 class Extender:
     """A ``fluence-extender`` child process; always stopped by the fixture."""
 
@@ -45,12 +56,13 @@ class Extender:
             "FLUENCE_BIND": f"127.0.0.1:{self.port}",
             "FLUENCE_KUBECONFIG": str(kubeconfig),
             "FLUENCE_RESOURCES": str(RESOURCES),
+            "FLUENCE_RECORD_KEY_FILE": str(record_key(workdir.parent)),
             "FLUENCE_UNBOUND_TIMEOUT": "60",
             "FLUENCE_EXPIRE_INTERVAL": "1",
         }
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self, *, wait: bool = True) -> None:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [str(SCRIPT)],
@@ -60,7 +72,8 @@ class Extender:
             start_new_session=True,
         )
         log.close()
-        wait_for(self.ready, 60, "the extender to become ready", self.log_tail)
+        if wait:
+            wait_for(self.ready, 60, "the extender to become ready", self.log_tail)
 
     def ready(self) -> bool:
         assert self.proc is not None
@@ -370,7 +383,7 @@ def test_deleting_pods_returns_state_to_free(suite: Suite) -> None:
     assert suite.state_pods() == {}
 
 
-def _assert_no_overcommit(suite: Suite) -> None:
+def _assert_no_overcommit(suite: Suite, node_cpu_m: int = 4000) -> None:
     listed: dict[str, Any] = suite.core.api_client.sanitize_for_serialization(
         suite.core.list_namespaced_pod(suite.ns)
     )
@@ -380,12 +393,12 @@ def _assert_no_overcommit(suite: Suite) -> None:
         node = p["spec"].get("nodeName")
         if not node or p["status"].get("phase") in ("Succeeded", "Failed"):
             continue
-        requests = p["spec"]["containers"][0]["resources"]["requests"]
-        per_node[node] = per_node.get(node, 0) + cpu_millicores(requests["cpu"])
+        requests = p["spec"]["containers"][0].get("resources", {}).get("requests", {})
+        per_node[node] = per_node.get(node, 0) + cpu_millicores(requests.get("cpu", "0"))
         be = (p["metadata"].get("annotations") or {}).get(names.ANNOTATION_BACKEND)
         if be and QPU in requests:
             backends[be] = backends.get(be, 0) + 1
-    assert all(v <= 4000 for v in per_node.values()), per_node
+    assert all(v <= node_cpu_m for v in per_node.values()), per_node
     assert all(v <= 1 for v in backends.values()), backends
 
 
@@ -466,3 +479,135 @@ def test_standby_replica_follows_the_watch_without_double_booking(
         assert not any(b["held"] for b in standby.state()["backends"].values())
     finally:
         standby.kill(signal.SIGTERM)
+
+
+# ---- kill -9 in a busy cluster, restarted without waiting for readiness ---------------
+# The rebuild takes seconds here (thousands of other schedulers' pods to read), and
+# kube-scheduler calls the new process from its first second: every answer before the
+# rebuild is done must be "retry", never a placement on a half-built graph. Afterwards
+# nothing is over-committed, no backend has two holders, no gang is partial, and /state
+# holds exactly the pods the API server has bound.
+
+BALLAST = 3000
+"""Pods of another scheduler, bound to a node of their own: they make the rebuild slow."""
+
+
+def _ballast(suite: Suite) -> None:
+    (node,) = suite.stack.cp.add_nodes(
+        1, prefix=f"b{suite.id}-", capacity={"cpu": "64", "memory": "64Gi", "pods": "5000"}
+    )
+    suite.nodes.append(node)
+
+    def create(i: int) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"ballast-{i}"},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "app", "image": "busybox"}],
+            },
+        }
+        suite.core.create_namespaced_pod(suite.ns, body)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(create, range(BALLAST)))
+
+
+def _not_ready_answers(url: str) -> int:
+    text = httpx.get(url + "/metrics/", timeout=10).text
+    found = re.findall(
+        r"^fluence_extender_not_ready_answers_total\{[^}]*\} ([0-9.e+]+)$", text, re.M
+    )
+    return int(sum(float(v) for v in found))
+
+
+def _filter_while_rebuilding(suite: Suite, pod: str) -> int | None:
+    """Once the new process listens and is not ready yet, ask it to filter: the status code."""
+    url = suite.stack.extender.url
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return None  # the rebuild was over before we got in
+            body = {"Pod": suite.get(pod), "Nodes": None, "NodeNames": suite.nodes}
+            r = httpx.post(url + "/filter", json=body, timeout=5)
+            assert r.status_code != 200 or "rebuilding" not in r.text
+            if r.status_code == 503:
+                assert "rebuilding" in r.json()["Error"]
+            return r.status_code
+        except httpx.TransportError:
+            time.sleep(0.05)
+    return None
+
+
+def _bound(suite: Suite) -> dict[str, dict[str, Any]]:
+    listed: dict[str, Any] = suite.core.api_client.sanitize_for_serialization(
+        suite.core.list_namespaced_pod(suite.ns)
+    )
+    return {
+        f"{suite.ns}/{p['metadata']['name']}": p
+        for p in listed["items"]
+        if p["spec"].get("nodeName")
+        and p["spec"].get("schedulerName") == names.SCHEDULER_NAME
+        and p["status"].get("phase") not in ("Succeeded", "Failed")
+    }
+
+
+def test_kill_9_in_a_busy_cluster_never_double_books(suite: Suite) -> None:
+    suite.add_nodes(8, cpu="5", qpu=True)
+    _ballast(suite)
+    gangs: dict[str, list[str]] = {}
+    for g in range(6):  # 6 gangs of 5 x 1 cpu on 40 cpu, late work fills part of the rest
+        suite.podgroup(f"g{g}", 5)
+        gangs[f"g{g}"] = []
+        for i in range(5):
+            suite.pod(f"g{g}-{i}", cpu="1", group=f"g{g}")
+            gangs[f"g{g}"].append(f"g{g}-{i}")
+    for i in range(3):  # two backends: one quantum pod waits
+        suite.pod(f"q{i}", cpu="100m", extra={QPU: "1"})
+    wait_for(
+        lambda: sum(1 for p in _bound(suite) if "/g" in p) >= 25,
+        120,
+        "five gangs to be bound",
+    )
+    ext = suite.stack.extender
+    rounds = []
+    for round_ in range(3):
+        ext.kill(signal.SIGKILL)
+        ext.start(wait=False)  # kube-scheduler calls it at once
+        for i in range(4):  # new work arrives during the rebuild
+            suite.pod(f"late{round_}-{i}", cpu="250m")
+        suite.pod(f"lq{round_}", cpu="100m", extra={QPU: "1"})
+        started = time.monotonic()
+        retry = _filter_while_rebuilding(suite, f"late{round_}-0")
+        wait_for(ext.ready, 90, "the extender to rebuild", ext.log_tail)
+        rounds.append((time.monotonic() - started, retry, _not_ready_answers(ext.url)))
+        wait_for(
+            lambda r=round_: all(suite.node_of(f"late{r}-{i}") for i in range(4)),
+            60,
+            "the late pods to be placed",
+            lambda r=round_: suite.describe(*(f"late{r}-{i}" for i in range(4))),
+        )
+    time.sleep(3)
+    print(
+        "kill -9 rounds (rebuild seconds, our filter during the rebuild, "
+        f"calls answered 'retry'): {rounds}"
+    )
+    assert any(r[1] == 503 for r in rounds), "no filter reached the extender while it rebuilt"
+    _assert_no_overcommit(suite, node_cpu_m=5000)
+    bound = _bound(suite)
+    # No partial gang: a gang is bound whole or not at all.
+    for group, members in gangs.items():
+        placed = [m for m in members if f"{suite.ns}/{m}" in bound]
+        assert len(placed) in (0, len(members)), (group, placed)
+    # /state holds exactly what the API server has bound for this scheduler.
+    state = {k: v for k, v in suite.state_pods().items() if v["state"] == "committed"}
+    assert set(state) == set(bound)
+    assert all(state[k]["node"] == bound[k]["spec"]["nodeName"] for k in bound)
+    backends = {
+        k: (p["metadata"].get("annotations") or {}).get(names.ANNOTATION_BACKEND)
+        for k, p in bound.items()
+        if QPU in p["spec"]["containers"][0]["resources"]["requests"]
+    }
+    assert len(backends) == 2 and len(set(backends.values())) == 2, backends
