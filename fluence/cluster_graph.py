@@ -249,7 +249,12 @@ class ClusterGraph:
                 edges += e
         self.jgf: dict[str, Any] = {"graph": {"nodes": verts, "edges": edges}}
         self._empty: Graph | None = None
-        self._g = Graph(json.dumps(self.jgf), policy=self.policy, partial_pools=set(PARTIAL_POOLS))
+        self._g = Graph(
+            json.dumps(self.jgf),
+            policy=self.policy,
+            partial_pools=set(PARTIAL_POOLS),
+            keep_canceled=False,
+        )
         for nv in self._nodes.values():
             if nv.down:
                 self._g.set_status(nv.path, False)
@@ -486,7 +491,12 @@ class ClusterGraph:
             return probe.ok
 
     def _empty_copy(self) -> Graph:
-        return Graph(json.dumps(self.jgf), policy=self.policy, partial_pools=set(PARTIAL_POOLS))
+        return Graph(
+            json.dumps(self.jgf),
+            policy=self.policy,
+            partial_pools=set(PARTIAL_POOLS),
+            keep_canceled=False,
+        )
 
     def cancel_match(self, jobid: int) -> None:
         with self.lock:

@@ -59,6 +59,7 @@ class Matcher:
         partial_pool_types: set[str] = ...,
         traverser: Literal["simple", "flexible"] = "simple",
         subsystems: str = "CA",
+        keep_canceled: bool = True,
     ) -> None: ...
     def match(
         self, jobspec_json: str, op: str = "allocate", jobid: int | None = None, format: str = ""

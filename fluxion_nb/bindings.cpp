@@ -67,9 +67,10 @@ NB_MODULE(_core, m) {
             [](Matcher *self, nb::handle jgf, const std::string &policy,
                const std::string &prune_filters, const std::string &match_format,
                const std::set<std::string> &partial_pool_types, const std::string &traverser,
-               const std::string &subsystems) {
+               const std::string &subsystems, bool keep_canceled) {
                 MatcherOptions o{policy, prune_filters, match_format, partial_pool_types, traverser,
                                  subsystems};
+                o.keep_canceled = keep_canceled;
                 // Read the JGF text in place: a large graph's text is ~100 MB.
                 // The caller's reference keeps the (immutable) object alive.
                 std::string_view text;
@@ -91,7 +92,8 @@ NB_MODULE(_core, m) {
             },
             nb::arg("jgf"), nb::arg("policy") = "first", nb::arg("prune_filters") = "ALL:core,ALL:node",
             nb::arg("match_format") = "jgf", nb::arg("partial_pool_types") = std::set<std::string>(),
-            nb::arg("traverser") = "simple", nb::arg("subsystems") = "CA")
+            nb::arg("traverser") = "simple", nb::arg("subsystems") = "CA",
+            nb::arg("keep_canceled") = true)
         .def("match", &Matcher::match, nb::arg("jobspec_json"), nb::arg("op") = "allocate",
              nb::arg("jobid") = nb::none(), nb::arg("format") = "", nb::call_guard<nb::gil_scoped_release>())
         .def("update_allocate", &Matcher::update_allocate, nb::arg("jobid"), nb::arg("R"), nb::arg("at"),

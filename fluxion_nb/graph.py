@@ -186,9 +186,14 @@ class Graph:
         partial_pools: bool | Iterable[str] = False,
         traverser: TraverserKind = "simple",
         subsystems: str = "CA",
+        keep_canceled: bool = True,
     ) -> None:
         """``subsystems`` is resource-query's ``-S`` name (``CA``, ``PA``, ``C+PA``, ...):
-        the first subsystem named is the tree matching walks."""
+        the first subsystem named is the tree matching walks.
+
+        ``keep_canceled``: as resource-query, a cancelled job's record stays for
+        ``info`` and ``jobs()``; a service that schedules a job per pod passes
+        False so that a cancelled job is forgotten and nothing accumulates."""
         # Text (str, or UTF-8 bytes) is read by the core in place, without a copy.
         text = jgf if isinstance(jgf, (str, bytes)) else json.dumps(jgf)
         if isinstance(text, bytes) and not text.isascii():
@@ -203,7 +208,7 @@ class Graph:
         else:
             pools = set(partial_pools)
         self._m = _core.Matcher(
-            text, policy, prune_filters, match_format, pools, traverser, subsystems
+            text, policy, prune_filters, match_format, pools, traverser, subsystems, keep_canceled
         )
 
     @classmethod

@@ -1,8 +1,11 @@
 #include "matcher.hpp"
 
+#include <limits>
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -166,8 +169,8 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
         }
         r.emitted = std::move(em.vertices);
     }
-    if (consumes && !jobid) counter_++;
-    if (consumes && jobid && *jobid >= counter_) counter_ = *jobid + 1;
+    if (consumes && !jobid) advance_counter(counter_);
+    if (consumes && jobid) advance_counter(*jobid);
     r.overhead = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!record) {
         auto it = jobs_.find(id);
@@ -252,7 +255,7 @@ void Matcher::hold(int64_t jobid, const std::vector<std::pair<std::string, int64
     JobRecord jr{jobid, "ALLOCATED", at, duration, 0.0, "", {}};
     for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
     jobs_[jobid] = std::move(jr);
-    if (jobid >= counter_) counter_ = jobid + 1;
+    advance_counter(jobid);
 }
 
 MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
@@ -274,8 +277,21 @@ MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_
     JobRecord jr{jobid, reserve ? "RESERVED" : "ALLOCATED", at, duration, 0.0, r.R, {}};
     for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
     jobs_[jobid] = std::move(jr);
-    if (jobid >= counter_) counter_ = jobid + 1;
+    advance_counter(jobid);
     return r;
+}
+
+void Matcher::advance_counter(int64_t used) {
+    // The next automatic id follows the highest one used; at INT64_MAX it stays,
+    // and a match that would reuse it fails as "already in use".
+    if (used >= counter_ && used < std::numeric_limits<int64_t>::max()) counter_ = used + 1;
+}
+
+void Matcher::finish(std::map<int64_t, JobRecord>::iterator it) {
+    if (opts_.keep_canceled)
+        it->second.state = "CANCELED";
+    else
+        jobs_.erase(it);
 }
 
 bool Matcher::cancel(int64_t jobid, bool noent_ok) {
@@ -286,7 +302,7 @@ bool Matcher::cancel(int64_t jobid, bool noent_ok) {
         throw NotFoundError("nonexistent job " + std::to_string(jobid));
     }
     trav_->cancel(jobid, &it->second.vertices);
-    it->second.state = "CANCELED";
+    finish(it);
     return true;
 }
 
@@ -306,7 +322,7 @@ bool Matcher::partial_cancel(int64_t jobid, const std::vector<std::string> &path
     }
     bool full = false;
     trav_->partial_cancel(jobid, release, full);
-    if (full) it->second.state = "CANCELED";
+    if (full) finish(it);
     return full;
 }
 
@@ -322,7 +338,7 @@ bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R, const std::s
     std::vector<int> release = format == "rv1exec" ? rank_holdings(jobid, R) : named_holdings(jobid, R);
     bool full = false;
     trav_->partial_cancel(jobid, release, full);
-    if (full) it->second.state = "CANCELED";
+    if (full) finish(it);
     return full;
 }
 

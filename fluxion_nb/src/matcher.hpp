@@ -37,6 +37,10 @@ struct MatcherOptions {
     // Subtree memos (subtree_memo.cpp), part of the shortcuts; off alone is
     // for checking that they change nothing, traversal counts included.
     bool memos = true;
+    // resource-query answers `info` and counts in `stat` for cancelled jobs, so
+    // their records stay. A long-running service that schedules a job per pod
+    // sets this false: a cancelled job is forgotten at once.
+    bool keep_canceled = true;
 };
 
 struct AllocatedVertex {
@@ -162,6 +166,8 @@ class Matcher {
    private:
     mutable std::mutex mu_;
     MatcherOptions opts_;
+    void finish(std::map<int64_t, JobRecord>::iterator it);  // a job fully released
+    void advance_counter(int64_t used);
     // Vertices whose scheduling state is reserved at load: about 7 MB at most
     // (2 x 168-byte planner states and 80 bytes of table blocks each).
     static constexpr size_t kReservedVertices = 16384;

@@ -297,3 +297,38 @@ def test_variation_policy_places_on_the_lowest_performance_class_first() -> None
     }
     order = [next(iter(g.match(node_first).by_node())) for _ in range(3)]
     assert order == ["worker1", "worker0", "worker2"]
+
+
+def test_a_service_graph_forgets_cancelled_jobs_and_resource_query_keeps_them() -> None:
+    service = Graph(
+        pooled_cluster(nodes=2, cpus_milli=8000), partial_pools=True, keep_canceled=False
+    )
+    kept = Graph(pooled_cluster(nodes=2, cpus_milli=8000), partial_pools=True)
+    for g in (service, kept):
+        split = g.match(slot_jobspec(8, 1000, 1000))
+        whole = g.match(slot_jobspec(1, 1000, 1000), jobid=9)
+        assert split.ok and whole.ok
+        g.cancel(whole.jobid)
+        assert g.partial_cancel(split.jobid, ["/cluster/worker0"]) is False
+        assert g.partial_cancel(split.jobid, ["/cluster/worker1"]) is True
+        assert all(u.used == 0 for u in g.usage())
+    assert service.jobs() == [] and service.info(9) is None
+    assert kept.info(9) is not None and kept.info(9).state == "CANCELED"
+    assert len(kept.jobs()) == 2 and service.stat()["jobs"] == kept.stat()["jobs"] == 0
+    # The id of a forgotten job may be used again.
+    again = service.match(slot_jobspec(1, 1000, 1000), jobid=9)
+    assert again.ok and again.jobid == 9
+
+
+def test_job_ids_at_the_top_of_the_range_do_not_overflow_the_counter() -> None:
+    g = Graph(pooled_cluster(nodes=1), partial_pools=True)
+    top = 2**63 - 1
+    held = g.match(slot_jobspec(1, 1000, 1000), jobid=top)
+    assert held.ok and held.jobid == top
+    nxt = g.match(slot_jobspec(1, 1000, 1000))  # the automatic id does not wrap around
+    assert nxt.ok and 0 < nxt.jobid < top
+    g.hold(top - 1, {"/cluster/worker0/core0": 1000}, duration=3600)
+    with pytest.raises(StateError):
+        g.match(slot_jobspec(1, 1000, 1000), jobid=top)
+    with pytest.raises((OverflowError, TypeError, InputError)):
+        g.match(slot_jobspec(1, 1000, 1000), jobid=2**63)
