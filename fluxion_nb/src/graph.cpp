@@ -646,6 +646,35 @@ std::vector<int> Graph::read_jgf(std::string_view text, bool attach) {
             for (int c : chain) state[static_cast<size_t>(c - first_new)] = kReaches;
         }
     }
+    // The walks (match, update, cancel, writers) recurse once per level, so a
+    // tree deeper than any real machine room could exhaust the stack: refuse it.
+    {
+        std::vector<int> depth(new_parent.size(), 0);  // 0: not known yet
+        std::vector<int> chain;
+        for (size_t k = 0; k < new_parent.size(); ++k) {
+            chain.clear();
+            int x = first_new + static_cast<int>(k);
+            while (x >= first_new && depth[static_cast<size_t>(x - first_new)] == 0) {
+                chain.push_back(x);
+                x = new_parent[static_cast<size_t>(x - first_new)];
+            }
+            int d = 0;
+            if (x >= first_new) {
+                d = depth[static_cast<size_t>(x - first_new)];
+            } else {
+                for (int up = x; up >= 0 && d <= kMaxTreeDepth; up = parent(up)) ++d;
+            }
+            for (auto c = chain.rbegin(); c != chain.rend(); ++c) {
+                if (++d > kMaxTreeDepth) {
+                    std::string_view where = path_in(*c, dom);
+                    if (where.size() > 120) where = where.substr(where.size() - 120);
+                    throw InputError("JGF: the " + dom + " tree is deeper than " + std::to_string(kMaxTreeDepth) +
+                                     " levels (at ..." + std::string(where) + "); such a tree is not accepted");
+                }
+                depth[static_cast<size_t>(*c - first_new)] = d;
+            }
+        }
+    }
     if (shared) {
         std::vector<std::pair<int, int>> links;
         links.reserve(pedges.size());

@@ -159,6 +159,9 @@ class Graph {
     // Its dominant-subsystem path, else its containment path, else any.
     std::string_view some_path(int v) const;
     void subtree(int v, std::vector<int> &out) const;  // pre-order, v included
+    // Deepest containment tree accepted (the walks recurse once per level).
+    static constexpr int kMaxTreeDepth = 1024;
+
     int parent(int v) const {
         int e = vertices[static_cast<size_t>(v)].parent_edge;
         return e < 0 ? -1 : edges[static_cast<size_t>(e)].source;

@@ -332,3 +332,25 @@ def test_job_ids_at_the_top_of_the_range_do_not_overflow_the_counter() -> None:
         g.match(slot_jobspec(1, 1000, 1000), jobid=top)
     with pytest.raises((OverflowError, TypeError, InputError)):
         g.match(slot_jobspec(1, 1000, 1000), jobid=2**63)
+
+
+def _chain(depth: int) -> dict[str, Any]:
+    """cluster -> rack -> rack -> ... -> node, ``depth`` vertices in one line."""
+    verts: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    path = ""
+    for i in range(depth):
+        typ = "cluster" if i == 0 else "node" if i == depth - 1 else "rack"
+        path += f"/{typ}{i}"
+        md = {"type": typ, "basename": typ, "name": f"{typ}{i}", "id": i, "uniq_id": i}
+        md |= {"rank": -1, "exclusive": False, "unit": "", "size": 1}
+        verts.append({"id": str(i), "metadata": md | {"paths": {"containment": path}}})
+        if i:
+            edges.append({"source": str(i - 1), "target": str(i), "metadata": {}})
+    return {"graph": {"nodes": verts, "edges": edges}}
+
+
+def test_a_tree_too_deep_to_walk_is_refused_with_a_clear_error() -> None:
+    assert Graph(_chain(1000)).stat()["vertices"] == 1000
+    with pytest.raises(InputError, match="deeper than 1024 levels"):
+        Graph(_chain(2500))
