@@ -306,13 +306,25 @@ bool Matcher::cancel(int64_t jobid, bool noent_ok) {
     return true;
 }
 
-bool Matcher::partial_cancel(int64_t jobid, const std::vector<std::string> &paths) {
-    std::lock_guard<std::mutex> lk(mu_);
+std::map<int64_t, JobRecord>::iterator Matcher::partly_cancelable(int64_t jobid) {
     auto it = jobs_.find(jobid);
     if (it == jobs_.end() || it->second.state == "CANCELED")
         throw NotFoundError("nonexistent job " + std::to_string(jobid));
     if (it->second.state == "RESERVED") throw StateError("partial cancel of a reservation is not supported");
     trav_->settle();
+    return it;
+}
+
+bool Matcher::release_part(std::map<int64_t, JobRecord>::iterator it, const std::vector<int> &release) {
+    bool full = false;
+    trav_->partial_cancel(it->first, release, full);
+    if (full) finish(it);
+    return full;
+}
+
+bool Matcher::partial_cancel(int64_t jobid, const std::vector<std::string> &paths) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = partly_cancelable(jobid);
     std::vector<int> release;
     for (const auto &p : paths) {
         int v = vertex_at(p);
@@ -320,26 +332,15 @@ bool Matcher::partial_cancel(int64_t jobid, const std::vector<std::string> &path
         g_->subtree(v, sub);
         release.insert(release.end(), sub.begin(), sub.end());
     }
-    bool full = false;
-    trav_->partial_cancel(jobid, release, full);
-    if (full) finish(it);
-    return full;
+    return release_part(it, release);
 }
 
 bool Matcher::partial_cancel_r(int64_t jobid, const std::string &R, const std::string &format) {
     if (format != "jgf" && format != "rv1exec")
         throw InputError("partial cancel: R format must be jgf or rv1exec, not '" + format + "'");
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = jobs_.find(jobid);
-    if (it == jobs_.end() || it->second.state == "CANCELED")
-        throw NotFoundError("nonexistent job " + std::to_string(jobid));
-    if (it->second.state == "RESERVED") throw StateError("partial cancel of a reservation is not supported");
-    trav_->settle();
-    std::vector<int> release = format == "rv1exec" ? rank_holdings(jobid, R) : named_holdings(jobid, R);
-    bool full = false;
-    trav_->partial_cancel(jobid, release, full);
-    if (full) finish(it);
-    return full;
+    auto it = partly_cancelable(jobid);
+    return release_part(it, format == "rv1exec" ? rank_holdings(jobid, R) : named_holdings(jobid, R));
 }
 
 std::vector<int> Matcher::named_holdings(int64_t jobid, const std::string &R) const {

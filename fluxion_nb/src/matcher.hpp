@@ -167,6 +167,9 @@ class Matcher {
     mutable std::mutex mu_;
     MatcherOptions opts_;
     void finish(std::map<int64_t, JobRecord>::iterator it);  // a job fully released
+    // A job that may be released in part (allocated, not cancelled), settled.
+    std::map<int64_t, JobRecord>::iterator partly_cancelable(int64_t jobid);
+    bool release_part(std::map<int64_t, JobRecord>::iterator it, const std::vector<int> &release);
     void advance_counter(int64_t used);
     // Vertices whose scheduling state is reserved at load: about 7 MB at most
     // (2 x 168-byte planner states and 80 bytes of table blocks each).
