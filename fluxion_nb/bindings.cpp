@@ -150,7 +150,8 @@ NB_MODULE(_core, m) {
              nb::call_guard<nb::gil_scoped_release>())
         .def("traversal_counts", &Matcher::traversal_counts)
         .def_prop_ro("policy", &Matcher::policy)
-        .def_prop_ro("traverser", &Matcher::traverser)
+        .def_prop_ro("traverser", &Matcher::traverser,
+                     nb::for_getter(nb::sig("def traverser(self, /) -> typing.Literal['simple', 'flexible']")))
         .def_prop_rw("match_format", &Matcher::match_format, &Matcher::set_match_format);
 
     m.def("policies", &Policy::names);
