@@ -119,6 +119,9 @@ class ApiBinder:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
         try:
             status, data = await self._call("POST", path, msgspec.json.encode(body))
+        except aiohttp.ClientConnectorError as exc:
+            # No connection was made, so nothing was sent: the pod is not bound.
+            raise BindError(f"the API server could not be reached: {exc!r}") from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             # The request may have reached the API server before the connection went.
             raise BindOutcomeUnknown(f"no answer from the API server: {exc!r}") from exc

@@ -10,7 +10,7 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 
 from scheduler_extender.binder import ApiBinder
-from scheduler_extender.scheduling import BindConflict, BindError
+from scheduler_extender.scheduling import BindConflict, BindError, BindOutcomeUnknown
 
 # The API server binds to any node name; no Node object is made, so the session's
 # other tests see the same nodes as before.
@@ -93,3 +93,30 @@ def test_an_unreachable_api_server_is_a_bind_error() -> None:
         return ""
 
     assert "could not be reached" in asyncio.run(scenario())
+
+
+def test_a_binding_sent_but_never_answered_has_an_unknown_outcome() -> None:
+    """The connection is made and the request sent, then nothing: it may have been bound."""
+
+    async def scenario() -> BaseException | None:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(65536)  # take the request, never answer
+            await asyncio.sleep(10)
+            writer.close()
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        config = client.Configuration()
+        config.host = f"http://127.0.0.1:{port}"
+        binder = ApiBinder(config, timeout=1.0)
+        try:
+            await binder.bind("ns", "p", "", "n", {})
+        except BindError as exc:
+            return exc
+        finally:
+            await binder.close()
+            server.close()
+        return None
+
+    error = asyncio.run(scenario())
+    assert isinstance(error, BindOutcomeUnknown), error
