@@ -15,6 +15,7 @@ The key is ``<namespace>/<name>`` so groups in different namespaces never meet.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,6 +67,24 @@ def group_name(pod: Pod) -> tuple[str, str]:
     return SINGLE, pod.metadata.name
 
 
+MAX_GROUP_SIZE = 100_000
+"""Largest gang size accepted from the group-size annotation (larger: ignored)."""
+
+_PLAIN_DECIMAL = re.compile(r"[0-9]{1,6}")
+
+
+def parse_group_size(text: str) -> int | None:
+    """A group-size annotation's value: a plain ASCII decimal from 1 to MAX_GROUP_SIZE, else None.
+
+    ``int()`` also reads other scripts' digits, underscores, signs and spaces;
+    what a user meant by those is a guess, so they count as no size at all.
+    """
+    if not _PLAIN_DECIMAL.fullmatch(text):
+        return None
+    size = int(text)
+    return size if 1 <= size <= MAX_GROUP_SIZE else None
+
+
 def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
     """The pod's group with its quorum (1 when the size is not known yet)."""
     ns = pod.metadata.namespace
@@ -75,9 +94,9 @@ def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
         pg = lookup(names.PODGROUP_GROUP, ns, name)
         min_count = pg.min_count if pg else 1
     elif source == LABEL_FLUENCE:
-        size = pod.metadata.annotations.get(names.ANNOTATION_GROUP_SIZE, "")
-        if size.strip().isdigit() and int(size) > 0:
-            min_count = int(size)
+        size = parse_group_size(pod.metadata.annotations.get(names.ANNOTATION_GROUP_SIZE, ""))
+        if size is not None:
+            min_count = size
         else:
             pg = lookup(names.PODGROUP_GROUP, ns, name)
             min_count = pg.min_count if pg else 1

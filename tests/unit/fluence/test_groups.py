@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fluence import groups, names
 from fluence.pods import PodGroup, decode_podgroup
 from tests.unit.fluence.test_pods import make_pod
@@ -77,3 +79,26 @@ def test_native_field_wins_over_labels_and_namespaces_keep_groups_apart() -> Non
     assert groups.same_group(make_pod("b", group="native"), ref)
     assert not groups.same_group(make_pod("b", ns="other", group="native"), ref)
     assert not groups.same_group(make_pod("c", labels={names.LABEL_GROUP: "native"}), ref)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("3", 3),
+        ("100000", 100_000),
+        ("100001", None),
+        ("0", None),
+        ("03", 3),
+        (" 3", None),
+        ("+3", None),
+        ("-3", None),
+        ("3_000", None),
+        ("1e3", None),
+        ("١٢", None),
+        ("３", None),
+        ("9" * 40, None),
+        ("", None),
+    ],
+)
+def test_group_size_is_a_plain_ascii_decimal_within_bounds(text: str, size: int | None) -> None:
+    assert groups.parse_group_size(text) == size
