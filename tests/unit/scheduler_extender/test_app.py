@@ -468,3 +468,17 @@ def test_an_unknown_bind_the_watch_already_confirmed_stays_committed() -> None:
     assert held.state == COMMITTED
     env.ledger.expire()
     assert env.ledger.get("default/p") is held
+
+
+def test_bind_without_the_pod_uid_is_refused_and_binds_nothing() -> None:
+    """Without the UID a Binding could land on another pod recreated under the same name."""
+    env = Env([make_node("a", cpu="2")])
+    pod = make_pod("p", cpu="1", raw=True)
+    env.cluster.add(pod)
+    env.filter(pod, ["a"])
+    body = {"PodName": "p", "PodNamespace": "default", "Node": "a"}
+    r = env.client.post("/bind", json=body)
+    assert r.status_code == 400 and "PodUID" in r.json()["Error"]
+    assert env.binder.bound == {}
+    held = env.ledger.get("default/p")
+    assert held is not None and held.state == TENTATIVE
