@@ -29,6 +29,33 @@ def to_json(jobspec: JobspecLike) -> str:
     return _text_to_json(jobspec)
 
 
+MAX_VALUES = 100_000
+"""Values a jobspec may hold once YAML aliases are expanded (real ones hold dozens)."""
+
+
+def _refuse_expansion(doc: Any) -> None:
+    """InputError when ``doc`` expands to more than MAX_VALUES values.
+
+    YAML aliases let a few hundred bytes stand for billions of values ("billion
+    laughs"); PyYAML shares them, but writing the JSON the core reads would
+    expand every one. Counting stops at the limit, so the check is cheap.
+    """
+    seen = 0
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise InputError(
+                f"jobspec: more than {MAX_VALUES} values once YAML aliases are expanded; "
+                "a jobspec needs no aliases"
+            )
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 # Schedulers send the same few jobspec texts over and over; YAML parsing costs
 # more than a whole match, so the canonical JSON of recent texts is kept.
 @lru_cache(maxsize=256)
@@ -44,6 +71,7 @@ def _text_to_json(jobspec: str) -> str:
         raise InputError(f"jobspec: not valid YAML or JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise InputError("jobspec: the document must be a mapping")
+    _refuse_expansion(doc)
     try:
         return json.dumps(doc, default=str)
     except (TypeError, ValueError) as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -370,3 +371,14 @@ def test_many_random_mutations_never_crash() -> None:
             at = rnd.randrange(len(text) + 1)
             text = text[:at] + rnd.choice(EDIT_PIECES) + text[at + rnd.randrange(3) :]
         _accepted_is_json(text)
+
+
+def test_a_yaml_alias_bomb_is_refused_quickly_and_clearly() -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    for i in range(1, 9):
+        bomb += f"{chr(97 + i)}: &{chr(97 + i)} [" + ", ".join([f"*{chr(96 + i)}"] * 10) + "]\n"
+    bomb += "version: 1\nresources: *i\n"
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="aliases"):
+        to_json(bomb)
+    assert time.perf_counter() - started < 1.0
