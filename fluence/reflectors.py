@@ -11,6 +11,7 @@ served (404) are tolerated: the reflector counts as synced and looks again later
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from fluence import groups, names
+from fluence import groups, names, telemetry
 from fluence.pods import (
     Node,
     Pod,
@@ -39,11 +40,36 @@ Handler = Callable[[str, Any], None]
 
 WATCH_SECONDS = 240
 RETRY_SECONDS = 1.0
+"""First delay after a failed list or watch; it doubles (with jitter) up to MAX_RETRY_SECONDS."""
+MAX_RETRY_SECONDS = 30.0
 NOT_SERVED_RETRY_SECONDS = 30.0
+LIST_PAGE = 500
+"""Objects per list request: a cluster's pods come in pages, never in one huge body."""
+
+_undecodable = telemetry.meter("fluence.reflectors").create_counter(
+    "fluence_reflector_objects_skipped",
+    description="Objects listed or watched that could not be decoded and were skipped",
+)
+
+
+def retry_delay(failures: int, rand: Callable[[], float] = random.random) -> float:
+    """Seconds to wait after ``failures`` failures in a row: doubling, capped, jittered +-50%."""
+    base = min(MAX_RETRY_SECONDS, RETRY_SECONDS * 2.0 ** max(0, failures - 1))
+    return base * (0.5 + rand())
 
 
 class _ListMeta(msgspec.Struct):
     resourceVersion: str = ""  # noqa: N815 - the API's spelling
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _Named(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+
+
+class _NamedObj(msgspec.Struct):
+    metadata: _Named = msgspec.field(default_factory=_Named)
 
 
 class _List(msgspec.Struct):
@@ -63,6 +89,16 @@ class _ObjMeta(msgspec.Struct):
 _list_decoder = msgspec.json.Decoder(_List)
 _event_decoder = msgspec.json.Decoder(_Event)
 _rv_decoder = msgspec.json.Decoder(_ObjMeta)
+_named_decoder = msgspec.json.Decoder(_NamedObj)
+
+
+def _describe(raw: bytes) -> str:
+    """namespace/name of an object that failed to decode, when even that can be read."""
+    try:
+        meta = _named_decoder.decode(raw).metadata
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return "?"
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name or "?"
 
 
 class ApiStatusError(Exception):
@@ -133,6 +169,7 @@ class Reflector(Generic[T]):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._rv = ""
+        self._failures = 0
 
     def add_handler(self, fn: Handler) -> None:
         self._handlers.append(fn)
@@ -162,10 +199,27 @@ class Reflector(Generic[T]):
             except Exception:
                 log.exception("event handler failed", extra={"reflector": self.name, "event": kind})
 
+    def _decode(self, raw: bytes) -> T | None:
+        """The object, or None (logged and counted) when it cannot be decoded."""
+        try:
+            return self.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            _undecodable.add(1, {"reflector": self.name})
+            log.warning(
+                "object skipped: it cannot be decoded",
+                extra={"reflector": self.name, "object": _describe(raw), "error": str(exc)},
+            )
+            return None
+
+    def _backoff(self) -> None:
+        self._failures += 1
+        self._stop.wait(retry_delay(self._failures))
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self._list()
+                self._failures = 0
                 while not self._stop.is_set():
                     self._watch()
             except ApiStatusError as exc:
@@ -180,28 +234,40 @@ class Reflector(Generic[T]):
                     log.warning(
                         "list/watch failed; retrying", extra={"path": self.path, "error": str(exc)}
                     )
-                    self._stop.wait(RETRY_SECONDS)
+                    self._backoff()
             except Exception as exc:  # noqa: BLE001 - a broken stream must never end the loop
                 log.warning(
                     "list/watch broke; listing again", extra={"path": self.path, "error": repr(exc)}
                 )
-                self._stop.wait(RETRY_SECONDS)
+                self._backoff()
 
     def _list(self) -> None:
-        raw = self.api.get(self.path, [], timeout=60)
-        try:
-            data = raw.data
-        finally:
-            raw.release_conn()
-        lst = _list_decoder.decode(data)
+        """List every object, a page at a time; one snapshot (an expired page token: 410)."""
         fresh: dict[str, T] = {}
-        for item in lst.items:
-            obj = self.decode(item)
-            fresh[self.key(obj)] = obj
+        token = ""
+        rv = ""
+        while True:
+            query: list[tuple[str, Any]] = [("limit", LIST_PAGE)]
+            if token:
+                query.append(("continue", token))
+            raw = self.api.get(self.path, query, timeout=60)
+            try:
+                data = raw.data
+            finally:
+                raw.release_conn()
+            lst = _list_decoder.decode(data)
+            rv = lst.metadata.resourceVersion or rv
+            for item in lst.items:
+                obj = self._decode(item)
+                if obj is not None:
+                    fresh[self.key(obj)] = obj
+            token = lst.metadata.continue_
+            if not token or self._stop.is_set():
+                break
         with self._lock:
             old = self._store
             self._store = fresh
-        self._rv = lst.metadata.resourceVersion
+        self._rv = rv
         self.served = True
         for k, obj in fresh.items():
             self._emit(MODIFIED if k in old else ADDED, obj)
@@ -229,7 +295,10 @@ class Reflector(Generic[T]):
                 if ev.type == "BOOKMARK":
                     self._rv = _rv_decoder.decode(ev.object).metadata.resourceVersion
                     continue
-                obj = self.decode(ev.object)
+                obj = self._decode(ev.object)
+                if obj is None:
+                    self._rv = _rv_decoder.decode(ev.object).metadata.resourceVersion or self._rv
+                    continue
                 k = self.key(obj)
                 with self._lock:
                     if ev.type == DELETED:

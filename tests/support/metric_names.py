@@ -14,7 +14,7 @@ import re
 from starlette.testclient import TestClient
 
 from deviceplugin.metrics import PluginMetrics
-from fluence import names, resources, telemetry
+from fluence import names, reflectors, resources, telemetry
 from scheduler_extender.app import create_app as extender_app
 from tests.unit.fluence.test_pods import make_node, make_pod
 from tests.unit.scheduler_extender.test_app import Env
@@ -38,6 +38,7 @@ def scrape() -> dict[str, list[str]]:
         "forged", node="a", phase="Running", annotations={names.ANNOTATION_ALLOCATION: "{}"}
     )
     env.ledger.observe(forged)  # an unsealed record: ignored and counted
+    reflectors._undecodable.add(1, {"reflector": "pods"})  # what a skipped object records
     env.ledger.gang_timeout = 0.0
     env.ledger.expire()  # the probe pod's unbound holding times out
     rebuilding = TestClient(extender_app(env.scheduler, ready=lambda: False, metrics=False))

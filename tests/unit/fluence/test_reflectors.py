@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fluence.pods import Pod, decode_pod
-from fluence.reflectors import ApiStatusError, RawApi, Reflector
+from fluence.reflectors import ApiStatusError, RawApi, Reflector, retry_delay
 from tests.unit.fluence.test_pods import make_pod
 
 
@@ -112,3 +112,39 @@ def test_an_api_that_is_not_served_counts_as_synced_and_empty() -> None:
         assert r.items() == [] and not r.served
     finally:
         r.stop()
+
+
+def test_lists_come_in_pages_and_an_undecodable_object_is_skipped_not_fatal() -> None:
+    api = ScriptedApi()
+    bad = {"metadata": {"name": "bad", "namespace": "default"}, "spec": {"containers": 7}}
+    page1 = {
+        "metadata": {"resourceVersion": "40", "continue": "tok"},
+        "items": [_pod("a", "38"), bad],
+    }
+    page2 = {"metadata": {"resourceVersion": "40"}, "items": [_pod("b", "39")]}
+    api.lists = [FakeResponse(json.dumps(page1).encode()), FakeResponse(json.dumps(page2).encode())]
+    api.watches = [
+        _watch(
+            {
+                "type": "ADDED",
+                "object": {**bad, "metadata": {**bad["metadata"], "resourceVersion": "41"}},
+            },
+            {"type": "ADDED", "object": _pod("c", "42")},
+        )
+    ]
+    r: Reflector[Pod] = Reflector(api, "/api/v1/pods", decode_pod, lambda p: p.key)
+    r.start()
+    assert api.idle.wait(10)
+    r.stop()
+    assert sorted(p.metadata.name for p in r.items()) == ["a", "b", "c"]
+    lists = [q for path, q in api.calls if not q.get("watch")]
+    assert lists[0] == {"limit": 500} and lists[1] == {"limit": 500, "continue": "tok"}
+    watch = next(q for path, q in api.calls if q.get("watch"))
+    assert watch["resourceVersion"] == "40"
+
+
+def test_retries_back_off_with_jitter_up_to_a_cap() -> None:
+    low = [retry_delay(n, rand=lambda: 0.0) for n in range(1, 9)]
+    high = [retry_delay(n, rand=lambda: 1.0) for n in range(1, 9)]
+    assert low == [0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 15.0, 15.0]
+    assert high == [1.5, 3.0, 6.0, 12.0, 24.0, 45.0, 45.0, 45.0]
