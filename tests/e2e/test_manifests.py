@@ -163,3 +163,20 @@ def test_kind_config_enables_what_the_test_control_plane_enables() -> None:
     (image,) = images
     assert image.startswith("kindest/node:v1.36.") and "@sha256:" in image
     assert [n["role"] for n in config["nodes"]].count("control-plane") == 1
+
+
+def test_scheduler_and_webhook_survive_a_drain_and_spread_over_nodes() -> None:
+    docs = [d.body for p in MANIFEST_FILES for d in kubernetes_documents(p)]
+    budgets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PodDisruptionBudget"}
+    for name in ("fluence-scheduler", "fluence-webhook"):
+        deployment = next(
+            d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == name
+        )
+        assert deployment["spec"]["replicas"] >= 2
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        budget = budgets[name]["spec"]
+        assert budget["minAvailable"] == 1
+        assert budget["selector"]["matchLabels"].items() <= pod_labels.items()
+        (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        assert spread["topologyKey"] == "kubernetes.io/hostname"
+        assert spread["labelSelector"]["matchLabels"].items() <= pod_labels.items()
