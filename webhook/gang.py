@@ -190,9 +190,12 @@ class GangWiring:
         *,
         recheck_seconds: float = 300.0,
         ensured_ttl: float = 10.0,
+        budget_seconds: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster = cluster
+        self.budget_seconds = budget_seconds
+        """All API calls of one review together: below the webhook's timeoutSeconds."""
         self.recheck_seconds = recheck_seconds
         self.ensured_ttl = ensured_ttl
         self.served = False
@@ -241,13 +244,10 @@ class GangWiring:
             await asyncio.sleep(self.recheck_seconds)
             await self.refresh()
 
-    async def wire(
-        self, request: GangRequest, *, dry_run: bool, patch: PatchBuilder, warnings: list[str]
-    ) -> None:
-        """Ensure the PodGroup exists (not on dry-run) and link the pod to it."""
-        if self.cluster is None or not self.served:
-            return
-        cluster = self.cluster
+    async def _ensure(
+        self, cluster: GangCluster, request: GangRequest, dry_run: bool, warnings: list[str]
+    ) -> bool:
+        """Make sure the PodGroup exists; False (with a warning) when it cannot be."""
         key = (request.namespace, request.group)
         if not dry_run and not self._recently_ensured(key):
             min_count = await asyncio.to_thread(resolve_min_count, request, cluster.job_size)
@@ -263,7 +263,7 @@ class GangWiring:
                     f"could not create PodGroup {request.group!r}; the pod is gang-scheduled "
                     "by its label only (check the webhook's RBAC and logs)"
                 )
-                return
+                return False
             self._remember(key)
             if created:
                 log.info(
@@ -274,4 +274,28 @@ class GangWiring:
                         "min_count": min_count,
                     },
                 )
+        return True
+
+    async def wire(
+        self, request: GangRequest, *, dry_run: bool, patch: PatchBuilder, warnings: list[str]
+    ) -> None:
+        """Ensure the PodGroup exists (not on dry-run) and link the pod to it."""
+        if self.cluster is None or not self.served:
+            return
+        try:
+            linked = await asyncio.wait_for(
+                self._ensure(self.cluster, request, dry_run, warnings), self.budget_seconds
+            )
+        except TimeoutError:
+            log.error(
+                "API server too slow for the admission deadline; the pod is not linked",
+                extra={"group": request.group, "namespace": request.namespace},
+            )
+            warnings.append(
+                f"the API server did not answer within {self.budget_seconds:g}s; PodGroup "
+                f"{request.group!r} was not ensured and the pod is gang-scheduled by its label only"
+            )
+            return
+        if not linked:
+            return
         patch.add(pointer("spec", "schedulingGroup"), {"podGroupName": request.group})

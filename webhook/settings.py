@@ -56,6 +56,13 @@ class WebhookSettings(ServerSettings):
         gt=0,
         description="Largest AdmissionReview body accepted; larger ones get HTTP 413.",
     )
+    api_budget_seconds: float = Field(
+        default=3.0,
+        gt=0,
+        description="Time one review may spend on API server calls in all (PodGroup, Job); keep "
+        "it below the MutatingWebhookConfiguration's timeoutSeconds. Past it the pod is admitted "
+        "without its gang link, with a warning.",
+    )
     api_timeout_seconds: float = Field(
         default=3.0,
         gt=0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -204,3 +205,25 @@ async def test_discovery_errors_keep_the_last_answer() -> None:
     cluster.serves_podgroups = broken  # type: ignore[method-assign]
     assert await wiring.refresh()
     assert wiring.served
+
+
+async def test_slow_api_calls_stay_within_the_review_budget_and_admit_without_the_link() -> None:
+    """Two 2-second calls used to take 4 s of a 5 s admission timeout, or more."""
+    cluster = FakeCluster()
+
+    def slow_size(namespace: str, name: str) -> int | None:
+        time.sleep(2.0)
+        return 4
+
+    def slow_create(body: dict[str, Any]) -> bool:
+        time.sleep(2.0)
+        return True
+
+    cluster.job_size = slow_size  # type: ignore[method-assign]
+    cluster.create_podgroup = slow_create  # type: ignore[method-assign]
+    wiring = GangWiring(cluster, budget_seconds=0.5)
+    await wiring.refresh()
+    started = time.monotonic()
+    ops, warnings = await wire(wiring, GangRequest("g", "ns", None, "train"))
+    assert time.monotonic() - started < 1.0
+    assert ops == [] and len(warnings) == 1 and "did not answer within 0.5s" in warnings[0]
