@@ -502,7 +502,7 @@ def _ballast(suite: Suite) -> None:
         body = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": f"ballast-{i}"},
+            "metadata": {"name": f"ballast-{i}", "labels": {"fluence-e2e/ballast": "yes"}},
             "spec": {
                 "nodeName": node,
                 "containers": [{"name": "app", "image": "busybox"}],
@@ -557,6 +557,19 @@ def _bound(suite: Suite) -> dict[str, dict[str, Any]]:
 def test_kill_9_in_a_busy_cluster_never_double_books(suite: Suite) -> None:
     suite.add_nodes(8, cpu="5", qpu=True)
     _ballast(suite)
+    try:
+        _kill_9_rounds(suite)
+    finally:
+        # One long call: the namespace teardown's own deletion would time out on 3,000 pods.
+        suite.core.delete_collection_namespaced_pod(
+            suite.ns,
+            label_selector="fluence-e2e/ballast=yes",
+            grace_period_seconds=0,
+            _request_timeout=300,
+        )
+
+
+def _kill_9_rounds(suite: Suite) -> None:
     gangs: dict[str, list[str]] = {}
     for g in range(6):  # 6 gangs of 5 x 1 cpu on 40 cpu, late work fills part of the rest
         suite.podgroup(f"g{g}", 5)
