@@ -41,6 +41,7 @@ import msgspec
 
 from fluence import names, telemetry
 from fluence.cluster_graph import ClusterGraph
+from fluence.events import NoEvents, PodEvents
 from fluence.group_jobspec import GroupSpecs, group_jobspecs
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
@@ -241,8 +242,11 @@ class Ledger:
         gang_timeout: float = DEFAULT_GANG_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
         seal: RecordSeal | None = None,
+        events: PodEvents | None = None,
     ) -> None:
         self.graph = graph
+        self.events: PodEvents = events if events is not None else NoEvents()
+        """Warnings for pod owners (an ignored record, a gang timeout)."""
         self.gang_timeout = gang_timeout
         self.seal = seal if seal is not None else process_seal()
         self.unbound_timeout = unbound_timeout
@@ -565,12 +569,14 @@ class Ledger:
                     for k, h in self._holdings.items()
                     if h.group == group and h.state == TENTATIVE
                 ]
+                why = (
+                    f"group {group} not fully bound within {self.gang_timeout:.0f}s; "
+                    "its capacity is released and the group is matched again when retried"
+                )
                 for k in members:
-                    self.release(
-                        k,
-                        f"group {group} not fully bound within {self.gang_timeout:.0f}s; "
-                        "its capacity is released and the group is matched again when retried",
-                    )
+                    self.release(k, why)
+                    namespace, _, name = k.partition("/")
+                    self.events.warn(namespace, name, "", "GangTimeout", why)
                 log.warning("gang timed out", extra={"group": group, "released": members})
                 _gang_timeouts.add(1)
                 old += members
@@ -628,6 +634,14 @@ class Ledger:
         log.warning(
             "allocation record ignored; the pod is accounted by its own requests",
             extra={"pod": pod.key, "reason": why},
+        )
+        self.events.warn(
+            pod.metadata.namespace,
+            pod.metadata.name,
+            pod.metadata.uid,
+            "UntrustedAllocationRecord",
+            f"fluence ignored the {names.ANNOTATION_ALLOCATION} annotation ({why}); "
+            "the pod is accounted by its own resource requests",
         )
         return None
 

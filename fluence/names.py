@@ -37,6 +37,9 @@ ANNOTATION_ENV_CONTAINERS = f"{DOMAIN}/env-containers"
 # Objects fluence creates.
 ANNOTATION_CREATED_BY = f"{DOMAIN}/created-by"
 CREATED_BY_WEBHOOK = "fluence-webhook"
+# The workload a webhook-made PodGroup was created for ("<Kind>/<name>/<uid>" of the pods'
+# controlling owner, or "user/<username>" for bare pods); other workloads never adopt it.
+ANNOTATION_CREATED_FOR = f"{DOMAIN}/created-for"
 LABEL_FAKE_NODE = f"{DOMAIN}/fake-node"
 """On nodes the local test control plane creates (no kubelet behind them)."""
 

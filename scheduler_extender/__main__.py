@@ -11,12 +11,14 @@ from pathlib import Path
 
 from fluence import resources, telemetry
 from fluence.cluster_graph import ClusterGraph
+from fluence.events import EventRecorder, api_poster
 from fluence.kube_client import api_client
 from fluence.ledger import Ledger
 from fluence.record_seal import SealKeyError, load_seal
 from fluence.reflectors import ClusterReflectors
 from fluence.serving import TLSFiles, run, serve_app
 from fluence.settings import parse_command_line
+from scheduler_extender.access import KubeAccessReviewer
 from scheduler_extender.app import create_app
 from scheduler_extender.binder import ApiBinder
 from scheduler_extender.runtime import ConfigReloader, Runtime, freeze_startup_heap, thaw_heap
@@ -62,11 +64,13 @@ def main(argv: list[str] | None = None) -> None:
         seal = load_seal(settings.record_key_file)
     except SealKeyError as exc:
         raise SystemExit(f"FLUENCE_RECORD_KEY_FILE: {exc}") from exc
+    events = EventRecorder(api_poster(api)).start()
     ledger = Ledger(
         graph,
         unbound_timeout=settings.unbound_timeout,
         gang_timeout=settings.gang_timeout,
         seal=seal,
+        events=events,
     )
     runtime = Runtime(cache, graph, ledger)
     binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)
@@ -77,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         max_body_bytes=settings.max_body_bytes,
         ready=runtime.ready.is_set,
         alive=lambda: not startup_failed.is_set(),
+        remote=KubeAccessReviewer(api),
     )
     watcher = ConfigReloader(settings.resources, graph, ledger) if settings.resources else None
 

@@ -9,6 +9,7 @@ import msgspec
 from opentelemetry.metrics import CallbackOptions, Observation
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -17,6 +18,7 @@ from fluence import telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from scheduler_extender import state
+from scheduler_extender.access import AccessReviewer, RemoteAccess
 from scheduler_extender.inspect import inspect_routes
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.verbs import bind, filter, preempt, prioritize
@@ -75,8 +77,13 @@ def create_app(
     ready: Callable[[], bool] = lambda: True,
     alive: Callable[[], bool] = lambda: True,
     metrics: bool = True,
+    remote: AccessReviewer | None = None,
 ) -> Starlette:
     """Build the app; ``ready`` says when the ledger is rebuilt and scheduling may start.
+
+    ``remote``: callers from beyond loopback must then present a token that it
+    accepts and authorises (see :mod:`scheduler_extender.access`); the binary
+    always passes one, tests without an API server none.
 
     Until then every scheduling verb answers 503 with an ``Error``: kube-scheduler
     takes that as a failed attempt and retries the pod after its back-off, where
@@ -131,4 +138,5 @@ def create_app(
     ]
     if metrics:
         routes.append(Mount("/metrics", app=telemetry.metrics_app()))
-    return Starlette(routes=routes)
+    middleware = [Middleware(RemoteAccess, reviewer=remote)] if remote is not None else []
+    return Starlette(routes=routes, middleware=middleware)

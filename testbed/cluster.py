@@ -383,6 +383,28 @@ class ControlPlane(StartStop):
             "current-context": "fluence",
         }
 
+    def service_account_kubeconfig(
+        self, namespace: str, name: str, path: Path, *, seconds: int = 3600
+    ) -> Path:
+        """A kubeconfig at ``path`` with a bound token of ServiceAccount ``namespace/name``.
+
+        A binary run with it has exactly the rights its RBAC gives that account, as
+        it would in a pod, so tests show the shipped roles are enough.
+        """
+        answer = self.rest.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": seconds},
+            },
+        )
+        config = self.kubeconfig_dict()
+        config["users"] = [{"name": "admin", "user": {"token": answer["status"]["token"]}}]
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
     # Clients ------------------------------------------------------------------------
 
     @property

@@ -47,13 +47,27 @@ def client_ssl_context(
 class KubeRest:
     """JSON requests against one apiserver with one TLS identity."""
 
-    def __init__(self, server: str, context: ssl.SSLContext) -> None:
+    def __init__(
+        self, server: str, context: ssl.SSLContext, headers: Mapping[str, str] | None = None
+    ) -> None:
         parsed = urllib.parse.urlsplit(server)
         if parsed.scheme != "https" or parsed.hostname is None:
             raise ValueError(f"server must be an https:// URL, got {server!r}")
+        self._server = server
         self._host = parsed.hostname
         self._port = parsed.port or 443
         self._context = context
+        self._headers = dict(headers or {})
+
+    def impersonating(self, user: str, group: str | None = None) -> KubeRest:
+        """The same client acting as ``user`` (needs the impersonate right, which admin has).
+
+        Tests use it for what a tenant without admin rights can and cannot do.
+        """
+        headers = {"Impersonate-User": user}
+        if group:
+            headers["Impersonate-Group"] = group
+        return KubeRest(self._server, self._context, headers)
 
     def _connection(self, timeout_s: float) -> http.client.HTTPSConnection:
         return http.client.HTTPSConnection(
@@ -80,7 +94,7 @@ class KubeRest:
         url = self._url(path, query)
         conn = self._connection(timeout_s)
         try:
-            headers = {"Accept": "application/json"}
+            headers = {"Accept": "application/json", **self._headers}
             payload = None
             if body is not None:
                 payload = json.dumps(body).encode()

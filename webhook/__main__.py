@@ -38,6 +38,7 @@ def build_wiring(settings: WebhookSettings) -> GangWiring | None:
         recheck_seconds=settings.api_recheck_seconds,
         ensured_ttl=settings.podgroup_cache_seconds,
         budget_seconds=settings.api_budget_seconds,
+        trusted_controllers=settings.trusted_controller_names(),
     )
 
 

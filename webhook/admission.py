@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fluence import names
 from webhook import env, gang
 from webhook.patch import PatchBuilder
-from webhook.review import AdmissionRequest, Pod, allow, decode_pod, decode_review
+from webhook.review import AdmissionRequest, Pod, UserInfo, allow, decode_pod, decode_review
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,9 @@ class Mutation:
     gang: gang.GangRequest | None = None
 
 
-def mutate(pod: Pod, namespace: str, contract: env.EnvContract) -> Mutation:
+def mutate(
+    pod: Pod, namespace: str, contract: env.EnvContract, user: UserInfo | None = None
+) -> Mutation:
     """Everything decided from the pod alone: env vars, warnings, which gang to wire."""
     result = Mutation()
     if pod.spec.scheduler_name != names.SCHEDULER_NAME:
@@ -41,7 +43,7 @@ def mutate(pod: Pod, namespace: str, contract: env.EnvContract) -> Mutation:
     plan = env.plan_env(pod, contract)
     result.warnings.extend(plan.warnings)
     env.add_env(plan, contract, result.patch)
-    result.gang, gang_warnings = gang.plan_gang(pod, namespace)
+    result.gang, gang_warnings = gang.plan_gang(pod, namespace, user)
     result.warnings.extend(gang_warnings)
     return result
 
@@ -82,7 +84,7 @@ class Admission:
             pod = decode_pod(request.object)
         except ValueError as e:
             return allow(request.uid, warnings=[f"fluence webhook left the pod unchanged: {e}"])
-        mutation = mutate(pod, request.namespace, self.contract())
+        mutation = mutate(pod, request.namespace, self.contract(), request.user_info)
         if mutation.gang is not None and self.wiring is not None:
             await self.wiring.wire(
                 mutation.gang,

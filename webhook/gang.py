@@ -7,6 +7,15 @@ which namespace, which size) is pure; talking to the API server goes through
 the small :class:`GangCluster` protocol, run in a thread because the official
 client blocks. Clusters without the API are left alone: the extender reads the
 group label itself.
+
+The webhook holds cluster-wide rights to create PodGroups, so it must not lend
+them to whoever creates a pod. A PodGroup is created only when the requesting
+user could create it themselves (a SubjectAccessReview), or when the request
+comes from a trusted workload controller on behalf of the pod's controlling
+owner (whose creator the API server already authorised). The PodGroup records
+the workload it was made for and is owned by that workload, so it is
+garbage-collected with it; a PodGroup made for another workload, or not made by
+the webhook, is never adopted.
 """
 
 from __future__ import annotations
@@ -16,16 +25,35 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fluence import names
+from fluence.groups import parse_group_size
 from webhook.patch import PatchBuilder, pointer
-from webhook.review import Pod
+from webhook.review import Pod, UserInfo
 
 log = logging.getLogger(__name__)
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The pod's controlling owner, which also owns the PodGroup made for its pods."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+    def reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+        }
 
 
 @dataclass(frozen=True)
@@ -37,9 +65,21 @@ class GangRequest:
     size_annotation: int | None
     job: str | None
     """Name of the owning batch Job, whose parallelism sizes the gang when no annotation does."""
+    owner: Owner | None = None
+    user: UserInfo = field(default_factory=UserInfo)
+    """Who creates the pod (the AdmissionReview's userInfo)."""
+
+    @property
+    def workload(self) -> str:
+        """Whom the PodGroup is for: the controlling owner, else the user creating bare pods."""
+        if self.owner is not None:
+            return f"{self.owner.kind}/{self.owner.name}/{self.owner.uid}"
+        return f"user/{self.user.username}"
 
 
-def plan_gang(pod: Pod, namespace: str) -> tuple[GangRequest | None, list[str]]:
+def plan_gang(
+    pod: Pod, namespace: str, user: UserInfo | None = None
+) -> tuple[GangRequest | None, list[str]]:
     """The gang to wire for ``pod`` (None when there is nothing to do) and warnings for the user."""
     group = pod.labels.get(names.LABEL_GROUP, "")
     if not group or pod.spec.scheduling_group is not None:
@@ -56,25 +96,27 @@ def plan_gang(pod: Pod, namespace: str) -> tuple[GangRequest | None, list[str]]:
     size: int | None = None
     raw = pod.annotations.get(names.ANNOTATION_GROUP_SIZE)
     if raw is not None:
-        try:
-            size = int(raw.strip())
-        except ValueError:
-            size = None
-        if size is None or size <= 0:
-            size = None
+        size = parse_group_size(raw)
+        if size is None:
             warnings.append(
-                f"{names.ANNOTATION_GROUP_SIZE}={raw!r} is not a positive integer; "
+                f"{names.ANNOTATION_GROUP_SIZE}={raw!r} is not a plain positive integer; "
                 "the gang size comes from the owning Job, else 1"
             )
+    refs = pod.metadata.owner_references or ()
     job = next(
+        (o.name for o in refs if o.kind == "Job" and o.api_version.startswith("batch/") and o.name),
+        None,
+    )
+    owner = next(
         (
-            o.name
-            for o in pod.metadata.owner_references or ()
-            if o.kind == "Job" and o.api_version.startswith("batch/") and o.name
+            Owner(o.api_version, o.kind, o.name, o.uid)
+            for o in refs
+            if o.controller and o.api_version and o.kind and o.name and o.uid
         ),
         None,
     )
-    return GangRequest(group, namespace, size, job), warnings
+    request = GangRequest(group, namespace, size, job, owner, user or UserInfo())
+    return request, warnings
 
 
 def resolve_min_count(request: GangRequest, job_size: Callable[[str, str], int | None]) -> int:
@@ -88,29 +130,55 @@ def resolve_min_count(request: GangRequest, job_size: Callable[[str, str], int |
     return 1
 
 
-def podgroup_body(group: str, namespace: str, min_count: int) -> dict[str, Any]:
+def podgroup_body(request: GangRequest, min_count: int) -> dict[str, Any]:
+    """The PodGroup for the request's workload, owned by the pod's controlling owner if any."""
+    metadata: dict[str, Any] = {
+        "name": request.group,
+        "namespace": request.namespace,
+        "labels": {names.LABEL_GROUP: request.group},
+        "annotations": {
+            names.ANNOTATION_CREATED_BY: names.CREATED_BY_WEBHOOK,
+            names.ANNOTATION_CREATED_FOR: request.workload,
+        },
+    }
+    if request.owner is not None:
+        metadata["ownerReferences"] = [request.owner.reference()]
     return {
         "apiVersion": f"{names.PODGROUP_GROUP}/{names.PODGROUP_VERSION}",
         "kind": "PodGroup",
-        "metadata": {
-            "name": group,
-            "namespace": namespace,
-            "labels": {names.LABEL_GROUP: group},
-            "annotations": {names.ANNOTATION_CREATED_BY: names.CREATED_BY_WEBHOOK},
-        },
+        "metadata": metadata,
         "spec": {"schedulingPolicy": {"gang": {"minCount": max(1, min_count)}}},
     }
 
 
+def made_for(podgroup: dict[str, Any] | None, request: GangRequest) -> bool:
+    """True when ``podgroup`` was created by the webhook for the request's workload."""
+    if podgroup is None:
+        return False
+    annotations = (podgroup.get("metadata") or {}).get("annotations") or {}
+    return (
+        annotations.get(names.ANNOTATION_CREATED_BY) == names.CREATED_BY_WEBHOOK
+        and annotations.get(names.ANNOTATION_CREATED_FOR) == request.workload
+    )
+
+
 class GangCluster(Protocol):
-    """The three API calls gang wiring needs (blocking; called from a thread)."""
+    """The API calls gang wiring needs (blocking; called from a thread)."""
 
     def serves_podgroups(self) -> bool: ...
 
     def job_size(self, namespace: str, name: str) -> int | None: ...
 
+    def may_create_podgroups(self, user: UserInfo, namespace: str) -> bool:
+        """Whether ``user`` may create PodGroups in ``namespace`` (SubjectAccessReview)."""
+        ...
+
     def create_podgroup(self, body: dict[str, Any]) -> bool:
         """Create it; True if created, False if it already existed; raises otherwise."""
+        ...
+
+    def read_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The PodGroup as a dict, None when there is none."""
         ...
 
 
@@ -122,6 +190,7 @@ class KubeGangCluster:
 
         self._custom = client.CustomObjectsApi(api_client)
         self._batch = client.BatchV1Api(api_client)
+        self._authz = client.AuthorizationV1Api(api_client)
         self._timeout = timeout
 
     def serves_podgroups(self) -> bool:
@@ -153,6 +222,45 @@ class KubeGangCluster:
             return None
         return int(spec.parallelism or spec.completions or 0) or None
 
+    def may_create_podgroups(self, user: UserInfo, namespace: str) -> bool:
+        from kubernetes import client
+
+        review = client.V1SubjectAccessReview(
+            spec=client.V1SubjectAccessReviewSpec(
+                user=user.username,
+                uid=user.uid or None,
+                groups=user.groups or None,
+                extra=user.extra or None,
+                resource_attributes=client.V1ResourceAttributes(
+                    group=names.PODGROUP_GROUP,
+                    version=names.PODGROUP_VERSION,
+                    resource=names.PODGROUP_PLURAL,
+                    verb="create",
+                    namespace=namespace,
+                ),
+            )
+        )
+        answer = self._authz.create_subject_access_review(review, _request_timeout=self._timeout)
+        return bool(answer.status and answer.status.allowed)
+
+    def read_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            found = self._custom.get_namespaced_custom_object(
+                names.PODGROUP_GROUP,
+                names.PODGROUP_VERSION,
+                namespace,
+                names.PODGROUP_PLURAL,
+                name,
+                _request_timeout=self._timeout,
+            )
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return found if isinstance(found, dict) else None
+
     def create_podgroup(self, body: dict[str, Any]) -> bool:
         from kubernetes.client.exceptions import ApiException
 
@@ -172,6 +280,10 @@ class KubeGangCluster:
         return True
 
 
+_Decision = tuple[str, str, str, str]
+"""Namespace, group, workload and requesting user of a remembered link."""
+
+
 class GangWiring:
     """Knows whether the cluster serves PodGroups and wires gangs when it does.
 
@@ -179,7 +291,9 @@ class GangWiring:
     one after another), so a PodGroup known to exist is remembered for
     ``ensured_ttl`` seconds and the following members skip the create call.
     The window is short because a PodGroup deleted inside it would leave a
-    member linked to nothing.
+    member linked to nothing. What is remembered is the whole decision (group,
+    workload and requesting user), so a cached answer never links a pod that
+    the full check would not have.
     """
 
     MAX_REMEMBERED = 4096
@@ -191,6 +305,7 @@ class GangWiring:
         recheck_seconds: float = 300.0,
         ensured_ttl: float = 10.0,
         budget_seconds: float = 3.0,
+        trusted_controllers: frozenset[str] = frozenset(),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster = cluster
@@ -198,16 +313,18 @@ class GangWiring:
         """All API calls of one review together: below the webhook's timeoutSeconds."""
         self.recheck_seconds = recheck_seconds
         self.ensured_ttl = ensured_ttl
+        self.trusted_controllers = trusted_controllers
+        """Usernames of workload controllers whose pods get a PodGroup for their owner."""
         self.served = False
         self._clock = clock
-        self._ensured: dict[tuple[str, str], float] = {}
+        self._ensured: dict[_Decision, float] = {}
         self.checked_at: float | None = None
 
-    def _recently_ensured(self, key: tuple[str, str]) -> bool:
+    def _recently_ensured(self, key: _Decision) -> bool:
         expiry = self._ensured.get(key)
         return expiry is not None and expiry > self._clock()
 
-    def _remember(self, key: tuple[str, str]) -> None:
+    def _remember(self, key: _Decision) -> None:
         if self.ensured_ttl <= 0:
             return
         now = self._clock()
@@ -244,36 +361,126 @@ class GangWiring:
             await asyncio.sleep(self.recheck_seconds)
             await self.refresh()
 
+    def _by_trusted_controller(self, request: GangRequest) -> bool:
+        return request.owner is not None and request.user.username in self.trusted_controllers
+
+    async def _authorized(
+        self, cluster: GangCluster, request: GangRequest, warnings: list[str]
+    ) -> bool:
+        """Whether the PodGroup may be created for this request (see the module docstring)."""
+        if self._by_trusted_controller(request):
+            return True
+        try:
+            allowed = await asyncio.to_thread(
+                cluster.may_create_podgroups, request.user, request.namespace
+            )
+        except Exception as e:
+            log.error(
+                "SubjectAccessReview failed; the pod is not linked",
+                extra={"group": request.group, "namespace": request.namespace, "error": str(e)},
+            )
+            warnings.append(
+                f"could not check whether {request.user.username or 'the requester'!r} may create "
+                f"PodGroups; {request.group!r} was not linked and the pod is gang-scheduled by "
+                "its label only"
+            )
+            return False
+        if not allowed:
+            log.warning(
+                "requester may not create PodGroups; the pod is not linked",
+                extra={
+                    "group": request.group,
+                    "namespace": request.namespace,
+                    "user": request.user.username,
+                },
+            )
+            warnings.append(
+                f"{request.user.username or 'the requester'!r} may not create PodGroups in "
+                f"{request.namespace!r}, so the webhook created none; the pod is gang-scheduled "
+                "by its group label only"
+            )
+        return allowed
+
+    async def _adoptable(
+        self,
+        cluster: GangCluster,
+        request: GangRequest,
+        warnings: list[str],
+        *,
+        absent_ok: bool = False,
+    ) -> bool:
+        """An existing PodGroup of that name is linked only when it was made for this workload.
+
+        ``absent_ok``: no PodGroup at all is fine too (a dry run, which creates nothing).
+        """
+        try:
+            existing = await asyncio.to_thread(
+                cluster.read_podgroup, request.namespace, request.group
+            )
+        except Exception as e:
+            log.error(
+                "cannot read the existing PodGroup; the pod is not linked",
+                extra={"group": request.group, "namespace": request.namespace, "error": str(e)},
+            )
+            warnings.append(
+                f"could not read PodGroup {request.group!r}; the pod is gang-scheduled by its "
+                "label only"
+            )
+            return False
+        if made_for(existing, request) or (existing is None and absent_ok):
+            return True
+        log.warning(
+            "a PodGroup of that name exists for another workload; the pod is not linked",
+            extra={
+                "group": request.group,
+                "namespace": request.namespace,
+                "workload": request.workload,
+            },
+        )
+        warnings.append(
+            f"PodGroup {request.group!r} already exists and was not created by the fluence "
+            f"webhook for this workload ({request.workload}); the pod was not linked to it. "
+            "Use another group name, or set spec.schedulingGroup yourself"
+        )
+        return False
+
     async def _ensure(
         self, cluster: GangCluster, request: GangRequest, dry_run: bool, warnings: list[str]
     ) -> bool:
-        """Make sure the PodGroup exists; False (with a warning) when it cannot be."""
-        key = (request.namespace, request.group)
-        if not dry_run and not self._recently_ensured(key):
-            min_count = await asyncio.to_thread(resolve_min_count, request, cluster.job_size)
-            body = podgroup_body(request.group, request.namespace, min_count)
-            try:
-                created = await asyncio.to_thread(cluster.create_podgroup, body)
-            except Exception as e:
-                log.error(
-                    "PodGroup creation failed; the pod is not linked",
-                    extra={"group": request.group, "namespace": request.namespace, "error": str(e)},
-                )
-                warnings.append(
-                    f"could not create PodGroup {request.group!r}; the pod is gang-scheduled "
-                    "by its label only (check the webhook's RBAC and logs)"
-                )
-                return False
-            self._remember(key)
-            if created:
-                log.info(
-                    "PodGroup created",
-                    extra={
-                        "group": request.group,
-                        "namespace": request.namespace,
-                        "min_count": min_count,
-                    },
-                )
+        """Make sure the PodGroup exists for this workload; False (with a warning) otherwise."""
+        key = (request.namespace, request.group, request.workload, request.user.username)
+        if self._recently_ensured(key):
+            return True
+        if not await self._authorized(cluster, request, warnings):
+            return False
+        if dry_run:
+            return await self._adoptable(cluster, request, warnings, absent_ok=True)
+        min_count = await asyncio.to_thread(resolve_min_count, request, cluster.job_size)
+        body = podgroup_body(request, min_count)
+        try:
+            created = await asyncio.to_thread(cluster.create_podgroup, body)
+        except Exception as e:
+            log.error(
+                "PodGroup creation failed; the pod is not linked",
+                extra={"group": request.group, "namespace": request.namespace, "error": str(e)},
+            )
+            warnings.append(
+                f"could not create PodGroup {request.group!r}; the pod is gang-scheduled "
+                "by its label only (check the webhook's RBAC and logs)"
+            )
+            return False
+        if not created and not await self._adoptable(cluster, request, warnings):
+            return False
+        self._remember(key)
+        if created:
+            log.info(
+                "PodGroup created",
+                extra={
+                    "group": request.group,
+                    "namespace": request.namespace,
+                    "min_count": min_count,
+                },
+            )
         return True
 
     async def wire(

@@ -38,6 +38,15 @@ class GroupVersionResource(msgspec.Struct):
     resource: str = ""
 
 
+class UserInfo(msgspec.Struct):
+    """Who asked the API server to create the object (authentication.k8s.io/v1 UserInfo)."""
+
+    username: str = ""
+    uid: str = ""
+    groups: list[str] | None = None
+    extra: dict[str, list[str]] | None = None
+
+
 class AdmissionRequest(msgspec.Struct, rename="camel"):
     uid: str
     kind: GroupVersionKind = msgspec.field(default_factory=GroupVersionKind)
@@ -48,6 +57,7 @@ class AdmissionRequest(msgspec.Struct, rename="camel"):
     operation: str = ""
     object: msgspec.Raw = msgspec.Raw(b"null")
     dry_run: bool | None = None
+    user_info: UserInfo = msgspec.field(default_factory=UserInfo)
 
     @property
     def is_pod_create(self) -> bool:
@@ -119,6 +129,7 @@ class OwnerReference(msgspec.Struct, rename="camel"):
     api_version: str = ""
     kind: str = ""
     name: str = ""
+    uid: str = ""
     controller: bool | None = None
 
 

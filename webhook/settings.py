@@ -8,6 +8,16 @@ from pydantic import Field
 
 from fluence.settings import ServerSettings
 
+TRUSTED_CONTROLLERS = (
+    "system:kube-controller-manager",
+    "system:serviceaccount:kube-system:job-controller",
+    "system:serviceaccount:kube-system:replicaset-controller",
+    "system:serviceaccount:kube-system:statefulset-controller",
+    "system:serviceaccount:kube-system:replication-controller",
+)
+"""kube-controller-manager's identities (one shared, or one per controller with
+--use-service-account-credentials)."""
+
 
 class WebhookSettings(ServerSettings):
     """Everything the webhook process can be told; defaults fit the in-cluster Deployment."""
@@ -63,8 +73,19 @@ class WebhookSettings(ServerSettings):
         "it below the MutatingWebhookConfiguration's timeoutSeconds. Past it the pod is admitted "
         "without its gang link, with a warning.",
     )
+    trusted_controllers: str = Field(
+        default=",".join(TRUSTED_CONTROLLERS),
+        description=(
+            "Comma-separated usernames of workload controllers: a pod they create with a "
+            "controlling owner gets a PodGroup owned by that owner. Any other requester gets one "
+            "only when a SubjectAccessReview says it may create PodGroups itself."
+        ),
+    )
     api_timeout_seconds: float = Field(
         default=3.0,
         gt=0,
         description="Timeout of each API server call made while answering a review.",
     )
+
+    def trusted_controller_names(self) -> frozenset[str]:
+        return frozenset(n.strip() for n in self.trusted_controllers.split(",") if n.strip())

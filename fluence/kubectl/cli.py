@@ -23,12 +23,10 @@ import yaml
 from fluence.kubectl import render
 from fluence.kubectl.client import (
     DEFAULT_NAMESPACE,
-    DEFAULT_SERVICE,
     DEFAULT_TARGET,
     DirectTransport,
     ExtenderClient,
     ExtenderUnreachable,
-    ServiceProxyTransport,
     port_forward,
 )
 
@@ -50,7 +48,8 @@ def parser() -> argparse.ArgumentParser:
     reach.add_argument(
         "--port-forward",
         action="store_true",
-        help=f"run 'kubectl port-forward {DEFAULT_TARGET}' to the extender for this call",
+        help=f"run 'kubectl port-forward {DEFAULT_TARGET}' to the extender for this call "
+        "(the default without --url)",
     )
     reach.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
@@ -58,11 +57,6 @@ def parser() -> argparse.ArgumentParser:
     reach.add_argument("--context", help="kubeconfig context")
     reach.add_argument(
         "--extender-namespace", default=DEFAULT_NAMESPACE, help="namespace fluence runs in"
-    )
-    reach.add_argument(
-        "--service",
-        default=DEFAULT_SERVICE,
-        help="[scheme:]service:port the API server proxies to",
     )
     reach.add_argument("--target", default=DEFAULT_TARGET, help="what --port-forward connects to")
     p.add_argument("--no-color", action="store_true", help="never colour the output")
@@ -90,17 +84,11 @@ def parser() -> argparse.ArgumentParser:
 def connect(args: argparse.Namespace) -> Iterator[ExtenderClient]:
     if args.url:
         yield ExtenderClient(DirectTransport(args.url))
-    elif args.port_forward:
+    else:
         with port_forward(
             args.target, args.extender_namespace, args.kubeconfig, args.context
         ) as url:
             yield ExtenderClient(DirectTransport(url))
-    else:
-        yield ExtenderClient(
-            ServiceProxyTransport(
-                args.kubeconfig, args.context, args.extender_namespace, args.service
-            )
-        )
 
 
 def use_color(args: argparse.Namespace, out: TextIO) -> bool:

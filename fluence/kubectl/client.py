@@ -1,15 +1,15 @@
 """Reaching the extender's HTTP endpoints from a workstation.
 
-Three ways, in the order the CLI tries them:
+Two ways:
 
 * ``--url http://host:port``: straight to the extender (tests, a local run, or
   after ``kubectl -n kube-system port-forward deploy/fluence-scheduler 8888``);
-* ``--port-forward``: runs that ``kubectl port-forward`` itself for the call
-  (works with the plain manifests, where the extender listens on the pod's
-  loopback only);
-* otherwise the API server's service proxy,
-  ``/api/v1/namespaces/<ns>/services/http:fluence-extender:8888/proxy/<path>``,
-  authenticated with the user's kubeconfig (needs the chart's extender Service).
+* otherwise (``--port-forward``) the CLI runs that ``kubectl port-forward``
+  itself for the call. The API server authorises it (``pods/portforward``), and
+  it arrives on the pod's loopback, where the extender needs no token.
+
+The API server's service proxy is not offered: it drops the caller's
+credentials, and the extender answers nobody beyond its pod without a token.
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from fluence.kube_client import api_client
-
 DEFAULT_NAMESPACE = "kube-system"
-DEFAULT_SERVICE = "http:fluence-extender:8888"
 DEFAULT_TARGET = "deploy/fluence-scheduler"
 EXTENDER_PORT = 8888
 TIMEOUT = 30.0
@@ -93,58 +90,6 @@ class DirectTransport:
             raise ExtenderUnreachable(
                 f"cannot reach the extender at {self.url}: {exc}; check --url, or drop it to go "
                 "through the API server, or use --port-forward"
-            ) from exc
-
-
-class ServiceProxyTransport:
-    """Through the API server's service proxy, with the user's kubeconfig credentials."""
-
-    def __init__(
-        self,
-        kubeconfig: str | None = None,
-        context: str | None = None,
-        namespace: str = DEFAULT_NAMESPACE,
-        service: str = DEFAULT_SERVICE,
-    ) -> None:
-        try:
-            self.api = api_client(kubeconfig, context=context)
-        except Exception as exc:  # the client raises several unrelated types for bad configs
-            raise ExtenderUnreachable(
-                f"cannot load the kubeconfig ({kubeconfig or '$KUBECONFIG or ~/.kube/config'}): "
-                f"{exc}; pass --kubeconfig, or --url to reach the extender directly"
-            ) from exc
-        self.prefix = f"/api/v1/namespaces/{namespace}/services/{service}/proxy"
-
-    def request(
-        self, method: str, path: str, params: dict[str, str] | None = None, body: bytes = b""
-    ) -> Reply:
-        from kubernetes.client.exceptions import ApiException
-
-        full = self.prefix + path
-        try:
-            m, url, headers, _, _ = self.api.param_serialize(
-                method,
-                full,
-                query_params=list((params or {}).items()),
-                # A YAML content type makes the client send the bytes as they are (the
-                # extender reads a jobspec as YAML, and JSON is YAML).
-                header_params={"Accept": "application/json", "Content-Type": "application/yaml"},
-                auth_settings=["BearerToken"],
-            )
-            resp = self.api.call_api(
-                m, url, header_params=headers, body=body or None, _request_timeout=TIMEOUT
-            )
-            raw = resp.response
-            return Reply(raw.status, raw.data or b"")
-        except ApiException as exc:
-            return Reply(
-                int(exc.status or 0),
-                (exc.body or b"") if isinstance(exc.body, bytes) else str(exc.body or "").encode(),
-            )
-        except Exception as exc:  # urllib3 connection errors come in many types
-            raise ExtenderUnreachable(
-                f"cannot reach the API server's proxy to the extender ({full}): {exc}; "
-                "use --port-forward or --url"
             ) from exc
 
 

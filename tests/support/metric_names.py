@@ -15,6 +15,8 @@ from starlette.testclient import TestClient
 
 from deviceplugin.metrics import PluginMetrics
 from fluence import names, reflectors, resources, telemetry
+from fluence.events import EventRecorder
+from scheduler_extender.access import Caller
 from scheduler_extender.app import create_app as extender_app
 from tests.unit.fluence.test_pods import make_node, make_pod
 from tests.unit.scheduler_extender.test_app import Env
@@ -25,6 +27,14 @@ from webhook.settings import WebhookSettings
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? ", re.M)
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="')
+
+
+class _NoTokens:
+    def authenticate(self, token: str) -> Caller | None:
+        return None
+
+    def authorize(self, caller: Caller, path: str, verb: str) -> bool:
+        return False
 
 
 def scrape() -> dict[str, list[str]]:
@@ -38,6 +48,13 @@ def scrape() -> dict[str, list[str]]:
         "forged", node="a", phase="Running", annotations={names.ANNOTATION_ALLOCATION: "{}"}
     )
     env.ledger.observe(forged)  # an unsealed record: ignored and counted
+    posted: list[dict[str, object]] = []
+    recorder = EventRecorder(lambda ns, body: posted.append(body)).start()
+    recorder.warn("default", "forged", "", "Probe", "counted")
+    failing = EventRecorder(lambda ns, body: 1 / 0).start()
+    failing.warn("default", "forged", "", "Probe", "dropped")
+    recorder.stop()
+    failing.stop()
     reflectors._undecodable.add(1, {"reflector": "pods"})  # what a skipped object records
     env.ledger.gang_timeout = 0.0
     env.ledger.expire()  # the probe pod's unbound holding times out
@@ -50,6 +67,10 @@ def scrape() -> dict[str, list[str]]:
     plugin.registrations.add(1, {"resource": "r", "result": "ok", "kind": "first"})
     plugin.server_restarts.add(1, {"resource": "r"})
     plugin.config_reloads.add(1, {"result": "ok"})
+    guarded = TestClient(
+        extender_app(env.scheduler, metrics=False, remote=_NoTokens()), client=("10.0.0.9", 1)
+    )
+    guarded.get("/state")  # no token from beyond loopback: refused and counted
     text = extender.get("/metrics/").text
     found: dict[str, set[str]] = {}
     for name, labels in _SAMPLE.findall(text):

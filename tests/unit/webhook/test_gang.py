@@ -10,9 +10,16 @@ import pytest
 
 from fluence import names
 from tests.support.admission import container, pod
-from webhook.gang import GangRequest, GangWiring, plan_gang, podgroup_body, resolve_min_count
+from webhook.gang import (
+    GangRequest,
+    GangWiring,
+    Owner,
+    plan_gang,
+    podgroup_body,
+    resolve_min_count,
+)
 from webhook.patch import PatchBuilder
-from webhook.review import Pod
+from webhook.review import Pod, UserInfo
 
 JOB_OWNER = {
     "apiVersion": "batch/v1",
@@ -31,13 +38,35 @@ class FakeCluster:
     """Records calls; answers like an API server would."""
 
     def __init__(
-        self, *, served: bool = True, jobs: dict[str, int] | None = None, fail: bool = False
+        self,
+        *,
+        served: bool = True,
+        jobs: dict[str, int] | None = None,
+        fail: bool = False,
+        allowed: frozenset[str] | None = None,
     ) -> None:
         self.served = served
         self.jobs = jobs or {}
         self.fail = fail
+        self.allowed = allowed
+        """Usernames a SubjectAccessReview allows to create PodGroups; None: everyone."""
         self.created: list[dict[str, Any]] = []
         self.job_reads: list[tuple[str, str]] = []
+        self.reviews: list[tuple[UserInfo, str]] = []
+
+    def may_create_podgroups(self, user: UserInfo, namespace: str) -> bool:
+        self.reviews.append((user, namespace))
+        return self.allowed is None or user.username in self.allowed
+
+    def read_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return next(
+            (
+                b
+                for b in self.created
+                if (b["metadata"]["namespace"], b["metadata"]["name"]) == (namespace, name)
+            ),
+            None,
+        )
 
     def serves_podgroups(self) -> bool:
         return self.served
@@ -65,8 +94,16 @@ def test_plan_uses_the_request_namespace_and_the_size_annotation() -> None:
         annotations={names.ANNOTATION_GROUP_SIZE: "4"},
         owners=[JOB_OWNER],
     )
-    request, warnings = plan_gang(as_pod(p), "team-a")
-    assert request == GangRequest("g1", "team-a", 4, "train")
+    request, warnings = plan_gang(as_pod(p), "team-a", UserInfo(username="alice"))
+    assert request == GangRequest(
+        "g1",
+        "team-a",
+        4,
+        "train",
+        Owner("batch/v1", "Job", "train", "u"),
+        UserInfo(username="alice"),
+    )
+    assert request.workload == "Job/train/u"
     assert warnings == []
 
 
@@ -83,7 +120,7 @@ def test_plan_rejects_names_a_podgroup_cannot_have() -> None:
     assert "not a valid PodGroup name" in warnings[0]
 
 
-@pytest.mark.parametrize("raw", ["0", "-2", "two", ""])
+@pytest.mark.parametrize("raw", ["0", "-2", "two", "", "٣", "1_0", " 4", "+4"])
 def test_bad_size_annotation_is_ignored_with_a_warning(raw: str) -> None:
     p = pod(
         container(), labels={names.LABEL_GROUP: "g"}, annotations={names.ANNOTATION_GROUP_SIZE: raw}
@@ -110,12 +147,38 @@ def test_only_batch_jobs_count_as_owner() -> None:
     assert request is not None and request.job is None
 
 
-def test_podgroup_body_is_marked_as_ours() -> None:
-    body = podgroup_body("g", "ns", 0)
+def test_podgroup_body_is_marked_as_ours_and_for_whom() -> None:
+    body = podgroup_body(GangRequest("g", "ns", None, None, user=UserInfo(username="bob")), 0)
     assert body["apiVersion"] == "scheduling.k8s.io/v1alpha2"
-    assert body["metadata"]["annotations"] == {names.ANNOTATION_CREATED_BY: "fluence-webhook"}
+    assert body["metadata"]["annotations"] == {
+        names.ANNOTATION_CREATED_BY: "fluence-webhook",
+        names.ANNOTATION_CREATED_FOR: "user/bob",
+    }
     assert body["metadata"]["labels"] == {names.LABEL_GROUP: "g"}
+    assert "ownerReferences" not in body["metadata"]
     assert body["spec"] == {"schedulingPolicy": {"gang": {"minCount": 1}}}
+
+
+def test_podgroup_is_owned_by_the_pods_controller_for_garbage_collection() -> None:
+    owner = Owner("batch/v1", "Job", "train", "1234")
+    body = podgroup_body(GangRequest("g", "ns", None, "train", owner), 3)
+    assert body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "1234"}
+    ]
+    assert body["metadata"]["annotations"][names.ANNOTATION_CREATED_FOR] == "Job/train/1234"
+
+
+def test_only_a_controlling_owner_with_a_uid_owns_the_podgroup() -> None:
+    not_controller = {**JOB_OWNER, "controller": False}
+    request, _ = plan_gang(
+        as_pod(pod(container(), labels={names.LABEL_GROUP: "g"}, owners=[not_controller])), "n"
+    )
+    assert request is not None and request.owner is None and request.job == "train"
+    no_uid = {**JOB_OWNER, "uid": ""}
+    request, _ = plan_gang(
+        as_pod(pod(container(), labels={names.LABEL_GROUP: "g"}, owners=[no_uid])), "n"
+    )
+    assert request is not None and request.owner is None
 
 
 async def wire(wiring: GangWiring, request: GangRequest, dry_run: bool = False) -> tuple[Any, Any]:
@@ -227,3 +290,105 @@ async def test_slow_api_calls_stay_within_the_review_budget_and_admit_without_th
     ops, warnings = await wire(wiring, GangRequest("g", "ns", None, "train"))
     assert time.monotonic() - started < 1.0
     assert ops == [] and len(warnings) == 1 and "did not answer within 0.5s" in warnings[0]
+
+
+ALICE = UserInfo(username="alice", uid="a-1", groups=["team-a", "system:authenticated"])
+MALLORY = UserInfo(username="mallory", groups=["system:authenticated"])
+JOB_CONTROLLER = UserInfo(username="system:serviceaccount:kube-system:job-controller")
+TRAIN = Owner("batch/v1", "Job", "train", "uid-train")
+
+
+def wiring_for(cluster: FakeCluster, **kw: Any) -> GangWiring:
+    trusted = frozenset({JOB_CONTROLLER.username})
+    return GangWiring(cluster, trusted_controllers=trusted, **kw)
+
+
+async def test_a_requester_who_may_not_create_podgroups_gets_none_through_the_webhook() -> None:
+    cluster = FakeCluster(allowed=frozenset({"alice"}))
+    wiring = wiring_for(cluster)
+    await wiring.refresh()
+    ops, warnings = await wire(wiring, GangRequest("g", "ns", 64, None, user=MALLORY))
+    assert ops == [] and cluster.created == []
+    assert "'mallory' may not create PodGroups in 'ns'" in warnings[0]
+    assert cluster.reviews == [(MALLORY, "ns")]  # the requester's own identity was checked
+    ops, warnings = await wire(wiring, GangRequest("g", "ns", 2, None, user=ALICE))
+    assert (ops, warnings) == (LINK, [])
+    assert cluster.created[0]["metadata"]["annotations"][names.ANNOTATION_CREATED_FOR] == (
+        "user/alice"
+    )
+
+
+async def test_a_trusted_controller_creates_for_the_owner_without_a_review() -> None:
+    cluster = FakeCluster(allowed=frozenset(), jobs={"train": 3})
+    wiring = wiring_for(cluster)
+    await wiring.refresh()
+    request = GangRequest("g", "ns", None, "train", TRAIN, JOB_CONTROLLER)
+    assert await wire(wiring, request) == (LINK, [])
+    assert cluster.reviews == []
+    meta = cluster.created[0]["metadata"]
+    assert meta["ownerReferences"][0]["uid"] == "uid-train"
+    assert meta["annotations"][names.ANNOTATION_CREATED_FOR] == "Job/train/uid-train"
+    # The same controller without an owner is just another requester.
+    ops, warnings = await wire(wiring, GangRequest("h", "ns", 2, None, user=JOB_CONTROLLER))
+    assert ops == [] and "may not create PodGroups" in warnings[0]
+
+
+async def test_a_podgroup_made_for_another_workload_is_never_adopted() -> None:
+    cluster = FakeCluster(jobs={"train": 2})
+    wiring = wiring_for(cluster, ensured_ttl=0)
+    await wiring.refresh()
+    assert await wire(wiring, GangRequest("g", "ns", None, "train", TRAIN, JOB_CONTROLLER)) == (
+        LINK,
+        [],
+    )
+    # Another tenant in the namespace, allowed to create PodGroups, names the same gang.
+    ops, warnings = await wire(wiring, GangRequest("g", "ns", 64, None, user=MALLORY))
+    assert ops == []
+    assert (
+        "was not created by the fluence webhook for this workload (user/mallory)" in (warnings[0])
+    )
+    # A second Job reusing the name does not join the first Job's gang either.
+    other = Owner("batch/v1", "Job", "train2", "uid-2")
+    ops, _ = await wire(wiring, GangRequest("g", "ns", None, None, other, JOB_CONTROLLER))
+    assert ops == []
+    # The first Job's later members are linked, and the PodGroup kept its size.
+    request = GangRequest("g", "ns", None, "train", TRAIN, JOB_CONTROLLER)
+    assert await wire(wiring, request) == (LINK, [])
+    assert len(cluster.created) == 1
+    assert cluster.created[0]["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+
+
+async def test_a_podgroup_the_webhook_did_not_create_is_not_adopted() -> None:
+    cluster = FakeCluster()
+    cluster.created.append(
+        {"metadata": {"namespace": "ns", "name": "g", "annotations": {}}, "spec": {}}
+    )
+    wiring = wiring_for(cluster)
+    await wiring.refresh()
+    ops, warnings = await wire(wiring, GangRequest("g", "ns", 2, None, user=ALICE))
+    assert ops == [] and "already exists" in warnings[0]
+    ops, warnings = await wire(wiring, GangRequest("g", "ns", 2, None, user=ALICE), dry_run=True)
+    assert ops == [] and "already exists" in warnings[0]
+
+
+async def test_a_remembered_link_is_not_reused_for_another_requester() -> None:
+    cluster = FakeCluster(allowed=frozenset({"alice"}))
+    wiring = wiring_for(cluster, ensured_ttl=60)
+    await wiring.refresh()
+    assert await wire(wiring, GangRequest("g", "ns", 2, None, user=ALICE)) == (LINK, [])
+    ops, _ = await wire(wiring, GangRequest("g", "ns", 2, None, user=MALLORY))
+    assert ops == []
+
+
+async def test_a_failed_review_admits_without_a_link() -> None:
+    cluster = FakeCluster()
+
+    def broken(user: UserInfo, namespace: str) -> bool:
+        raise ConnectionError("api server down")
+
+    cluster.may_create_podgroups = broken  # type: ignore[method-assign]
+    wiring = wiring_for(cluster)
+    await wiring.refresh()
+    ops, warnings = await wire(wiring, GangRequest("g", "ns", 2, None, user=ALICE))
+    assert ops == [] and cluster.created == []
+    assert "could not check whether 'alice' may create PodGroups" in warnings[0]
