@@ -192,7 +192,8 @@ class RemoteAccess:
 
 
 def _bearer(scope: Scope) -> str:
-    for name, value in scope.get("headers", ()):
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    for name, value in headers:
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer":

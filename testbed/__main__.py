@@ -57,7 +57,7 @@ def _alive(pid: int) -> bool:
 
 def cmd_bins(_: argparse.Namespace) -> int:
     binaries = ensure_binaries()
-    for path in (binaries.etcd, binaries.kube_apiserver, binaries.kube_scheduler):
+    for path in binaries.all():
         print(path)
     return 0
 

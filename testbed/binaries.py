@@ -1,4 +1,7 @@
-"""Build and cache etcd, kube-apiserver and kube-scheduler from the pinned Go module.
+"""Build and cache etcd and the Kubernetes binaries from the pinned Go module.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl: the
+real components a user's cluster has, at the release the project targets.
 
 The binaries come from ``hack/k8s-bins`` (a Go module that pins Kubernetes and
 its staging modules), so tests run the exact release the project targets
@@ -34,7 +37,9 @@ CACHE_ENV = "FLUENCE_K8S_CACHE"
 # the last path element.
 BUILD_TARGETS = (
     "k8s.io/kubernetes/cmd/kube-apiserver",
+    "k8s.io/kubernetes/cmd/kube-controller-manager",
     "k8s.io/kubernetes/cmd/kube-scheduler",
+    "k8s.io/kubernetes/cmd/kubectl",
     "./etcd",
 )
 # Packages of MODULE_DIR that the build compiles; other Go programs placed in the
@@ -54,11 +59,22 @@ class BinariesError(RuntimeError):
 
 @dataclass(frozen=True)
 class Binaries:
-    """Paths of the three control-plane executables."""
+    """Paths of the built executables."""
 
     etcd: Path
     kube_apiserver: Path
+    kube_controller_manager: Path
     kube_scheduler: Path
+    kubectl: Path
+
+    def all(self) -> tuple[Path, ...]:
+        return (
+            self.etcd,
+            self.kube_apiserver,
+            self.kube_controller_manager,
+            self.kube_scheduler,
+            self.kubectl,
+        )
 
 
 def kubernetes_version(module_dir: Path = MODULE_DIR) -> str:
@@ -116,7 +132,9 @@ def _binaries_in(bin_dir: Path) -> Binaries:
     return Binaries(
         etcd=bin_dir / "etcd",
         kube_apiserver=bin_dir / "kube-apiserver",
+        kube_controller_manager=bin_dir / "kube-controller-manager",
         kube_scheduler=bin_dir / "kube-scheduler",
+        kubectl=bin_dir / "kubectl",
     )
 
 
@@ -130,7 +148,7 @@ def cached_binaries(module_dir: Path = MODULE_DIR) -> Binaries | None:
     if recorded != cache_key(module_dir):
         return None
     binaries = _binaries_in(bin_dir)
-    for path in (binaries.etcd, binaries.kube_apiserver, binaries.kube_scheduler):
+    for path in binaries.all():
         if not os.access(path, os.X_OK):
             return None
     return binaries
@@ -240,7 +258,8 @@ def ensure_binaries(module_dir: Path = MODULE_DIR, *, log: TextIO | None = None)
         staging.chmod(0o755)
         try:
             print(
-                f"[k8s-bins] building etcd, kube-apiserver, kube-scheduler (Kubernetes {version}) "
+                f"[k8s-bins] building {', '.join(t.rsplit('/', 1)[-1] for t in BUILD_TARGETS)} "
+                f"(Kubernetes {version}) "
                 f"into {target / 'bin'}; a first build takes several minutes",
                 file=out,
                 flush=True,

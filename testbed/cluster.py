@@ -1,9 +1,11 @@
-"""A real local control plane: etcd + kube-apiserver (+ kube-schedulers) on loopback.
+"""A real local control plane on loopback: etcd, kube-apiserver, kube-controller-manager
+(+ kube-schedulers).
 
 Tests, benchmarks and the demo need a genuine apiserver (admission webhooks,
-PodGroup API, RBAC, watches) and a genuine kube-scheduler, but no containers.
-:class:`ControlPlane` starts the binaries built by :mod:`binaries` on free
-ports inside a work directory, and tears everything down again.
+PodGroup API, RBAC, watches), the genuine workload controllers (Jobs,
+Deployments, garbage collection) and a genuine kube-scheduler, but no
+containers. :class:`ControlPlane` starts the binaries built by :mod:`binaries`
+on free ports inside a work directory, and tears everything down again.
 """
 
 from __future__ import annotations
@@ -46,6 +48,25 @@ FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
 RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+CONTROLLERS = (
+    "*",
+    # Nodes here are API objects without a kubelet heartbeat of their own; the
+    # node lifecycle controller would taint them unreachable and evict their pods.
+    "-node-lifecycle-controller",
+    "-taint-eviction-controller",
+    # No cloud, no IPAM, no persistent volumes.
+    "-node-ipam-controller",
+    "-cloud-node-lifecycle-controller",
+    "-node-route-controller",
+    "-service-lb-controller",
+    "-persistentvolume-binder-controller",
+    "-persistentvolume-attach-detach-controller",
+    "-persistentvolume-expander-controller",
+    "-persistentvolume-protection-controller",
+    "-persistentvolumeclaim-protection-controller",
+    "-ephemeral-volume-controller",
+)
+"""What kube-controller-manager runs (its --controllers list)."""
 START_TIMEOUT_S = 90.0
 SCHEDULER_START_TIMEOUT_S = 60.0
 # Namespaces the apiserver's bootstrap controller creates; ready means they exist.
@@ -82,6 +103,7 @@ class Timings:
     binaries_s: float = 0.0
     etcd_ready_s: float = 0.0
     apiserver_ready_s: float = 0.0
+    controller_manager_ready_s: float = 0.0
     start_s: float = 0.0
     stop_s: float = 0.0
 
@@ -109,6 +131,7 @@ class ControlPlane(StartStop):
         feature_gates: str = FEATURE_GATES,
         start_timeout_s: float = START_TIMEOUT_S,
         grace_s: float = DEFAULT_GRACE_S,
+        controller_manager: bool = True,
     ) -> None:
         self._requested_workdir = Path(workdir) if workdir is not None else None
         self.keep = keep
@@ -123,6 +146,8 @@ class ControlPlane(StartStop):
         self._created_workdir = False
         self._etcd: ManagedProcess | None = None
         self._apiserver: ManagedProcess | None = None
+        self._controller_manager: ManagedProcess | None = None
+        self.controller_manager = controller_manager
         self._schedulers: list[SchedulerHandle] = []
         self._scheduler_seq = 0
         self._kubelet: StandInKubelet | None = None
@@ -133,6 +158,13 @@ class ControlPlane(StartStop):
         self.etcd_url = ""
 
     # Paths -----------------------------------------------------------------------
+
+    @property
+    def binaries(self) -> Binaries:
+        """The executables this control plane runs (kubectl among them)."""
+        if self._binaries is None:
+            raise RuntimeError("the control plane is not started; call start() first")
+        return self._binaries
 
     @property
     def workdir(self) -> Path:
@@ -171,7 +203,9 @@ class ControlPlane(StartStop):
     def processes(self) -> list[ManagedProcess]:
         """Every process this control plane currently owns (for leak checks)."""
         procs = [s.process for s in self._schedulers]
-        procs.extend(p for p in (self._apiserver, self._etcd) if p is not None)
+        procs.extend(
+            p for p in (self._controller_manager, self._apiserver, self._etcd) if p is not None
+        )
         return procs
 
     @property
@@ -198,6 +232,10 @@ class ControlPlane(StartStop):
             self._start_apiserver()
             self.timings.apiserver_ready_s = time.monotonic() - t0
             self._write_kubeconfig()
+            if self.controller_manager:
+                t0 = time.monotonic()
+                self._start_controller_manager()
+                self.timings.controller_manager_ready_s = time.monotonic() - t0
         except BaseException:
             self.stop()
             raise
@@ -219,12 +257,13 @@ class ControlPlane(StartStop):
             self._kubelet.stop(timeout_s=0.1)
         for handle in list(self._schedulers):
             self.stop_scheduler(handle)
-        for proc in (self._apiserver, self._etcd):
+        for proc in (self._controller_manager, self._apiserver, self._etcd):
             if proc is not None:
                 proc.stop(self.grace_s)
         if self._kubelet is not None:
             self._kubelet.stop()
             self._kubelet = None
+        self._controller_manager = None
         self._apiserver = None
         self._etcd = None
         self._rest = None
@@ -233,7 +272,14 @@ class ControlPlane(StartStop):
             if self._created_workdir:
                 shutil.rmtree(self._workdir, ignore_errors=True)
             else:
-                for child in ("pki", "etcd", "logs", "schedulers", "admin.kubeconfig"):
+                for child in (
+                    "pki",
+                    "etcd",
+                    "logs",
+                    "schedulers",
+                    "kube-controller-manager",
+                    "admin.kubeconfig",
+                ):
                     path = self._workdir / child
                     if path.is_dir():
                         shutil.rmtree(path, ignore_errors=True)
@@ -337,6 +383,55 @@ class ControlPlane(StartStop):
             return True
 
         wait_until(ready, timeout_s=self.start_timeout_s, what="ready", process=self._apiserver)
+
+    # kube-controller-manager ------------------------------------------------------
+
+    def _start_controller_manager(self) -> None:
+        """The real workload controllers, each under its own ServiceAccount as in a cluster.
+
+        Ready once the ServiceAccount controller has made ``default/default``:
+        from then on Jobs get pods and owners' dependents are collected.
+        """
+        assert self._binaries is not None
+        port = free_port()
+        d = self.pki_dir
+        directory = self.workdir / "kube-controller-manager"
+        directory.mkdir(parents=True, exist_ok=True)
+        argv = [
+            str(self._binaries.kube_controller_manager),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={directory / 'certs'}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={d / 'sa.key'}",
+            f"--root-ca-file={d / 'ca.crt'}",
+            f"--controllers={','.join(CONTROLLERS)}",
+            f"--feature-gates={self.feature_gates}",
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+        ]
+        self._controller_manager = ManagedProcess(
+            "kube-controller-manager",
+            argv,
+            self.log_path("kube-controller-manager"),
+            cwd=directory,
+        )
+        rest = self.rest
+
+        def ready() -> bool:
+            try:
+                rest.get("/api/v1/namespaces/default/serviceaccounts/default")
+            except KubeApiError:
+                return False
+            return True
+
+        wait_until(
+            ready, timeout_s=self.start_timeout_s, what="ready", process=self._controller_manager
+        )
 
     def _admin_context(self) -> ssl.SSLContext:
         return client_ssl_context(

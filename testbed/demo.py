@@ -481,6 +481,7 @@ class Demo:
         self.console.step(f"apply examples into namespace {NAMESPACE}")
         rest = self.control_plane.rest
         discovery = Discovery(rest)
+        expected = 0
         for filename in EXAMPLE_FILES:
             path = EXAMPLES / filename
             try:
@@ -488,14 +489,19 @@ class Demo:
             except (KubeApiError, OSError) as exc:
                 self.console.failed(f"apply examples/{filename}", exc)
                 continue
-            made = [
-                f"{o['kind']}/{o['metadata']['name']}"
-                for o in applied.objects
-                if o["kind"] not in ("Pod", "ReplicaSet")
-            ]
-            pods = [p["metadata"]["name"] for p in applied.pods]
-            made.append(f"{len(pods)} pod(s): {', '.join(pods)}")
+            expected += applied.expected_pods
+            made = [f"{o['kind']}/{o['metadata']['name']}" for o in applied.objects]
             self.console.ok(f"examples/{filename}: {'; '.join(made)}")
+        try:
+            wait_until(
+                lambda: len(self.pods()) >= expected,
+                timeout_s=COMPONENT_TIMEOUT_S,
+                what=f"given their {expected} pods by the Job and Deployment controllers",
+            )
+        except TimeoutError as exc:
+            self.console.failed("workload controllers", exc)
+            return
+        self.console.ok(f"kube-controller-manager made the workloads' pods ({expected} in all)")
 
     # 6 -------------------------------------------------------------------------------
     def pods(self) -> list[PodView]:

@@ -1,23 +1,13 @@
-"""Applying manifests, and the pods Deployments and Jobs would get from their controllers.
+"""Applying manifests as ``kubectl create`` does, and how many pods their controllers make.
 
-The local control plane runs no kube-controller-manager, so a Deployment or a
-Job stored in the apiserver never gets pods. :func:`apply` creates every object
-of a manifest and then creates, once, the pods their controllers would create:
-a ReplicaSet plus ``replicas`` pods for a Deployment, and for an Indexed Job
-one pod per index up to its parallelism, labelled, annotated and owned the way
-the Job controller does it. That is what admission (the webhook reads the
-owning Job) and the scheduler see on a real cluster; later reconciliation
-(scaling, replacing failed pods, Job completion) is out of scope.
-
-The body builders are pure functions of the stored object, tested without a server.
+kube-controller-manager runs beside the API server, so a Deployment or a Job
+gets its pods from the real controllers; :func:`apply` only creates the
+objects, and :func:`expected_pods` says how many pods to wait for.
 """
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import logging
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,134 +19,35 @@ from testbed.rest import KubeApiError, KubeRest
 
 log = logging.getLogger(__name__)
 
-# Names the Deployment and Job controllers put on what they create.
-LABEL_POD_TEMPLATE_HASH = "pod-template-hash"
-LABEL_JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-ANNOTATION_JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-ENV_JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
 
 @dataclass
 class Applied:
     """What :func:`apply` created for one manifest."""
 
     objects: list[dict[str, Any]] = field(default_factory=list)
-    """Every object as stored, in creation order (owned ReplicaSets and pods included)."""
+    """Every object as stored, in creation order."""
 
     @property
-    def pods(self) -> list[dict[str, Any]]:
-        return [o for o in self.objects if o.get("kind") == "Pod"]
+    def expected_pods(self) -> int:
+        return sum(expected_pods(o) for o in self.objects)
 
 
-def _suffix(length: int = 5) -> str:
-    return "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(length))
-
-
-def _owner(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj["metadata"]
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def template_hash(template: Mapping[str, Any]) -> str:
-    """A stable short hash of a pod template (what pod-template-hash is to Deployments)."""
-    digest = hashlib.sha256(yaml.safe_dump(dict(template), sort_keys=True).encode()).digest()
-    return "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:10])
-
-
-def _pod_from_template(
-    template: Mapping[str, Any], name: str, owner: Mapping[str, Any]
-) -> dict[str, Any]:
-    tmpl = copy.deepcopy(dict(template))
-    meta = dict(tmpl.get("metadata") or {})
-    meta.pop("name", None)
-    meta["name"] = name
-    meta["namespace"] = owner["metadata"]["namespace"]
-    meta["ownerReferences"] = [_owner(owner)]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl.get("spec") or {}}
-
-
-def replicaset_for(deployment: Mapping[str, Any]) -> dict[str, Any]:
-    """The ReplicaSet a Deployment's controller creates for its current template."""
-    spec = deployment["spec"]
-    template = copy.deepcopy(spec["template"])
-    pth = template_hash(template)
-    template.setdefault("metadata", {}).setdefault("labels", {})[LABEL_POD_TEMPLATE_HASH] = pth
-    selector = copy.deepcopy(spec["selector"])
-    selector.setdefault("matchLabels", {})[LABEL_POD_TEMPLATE_HASH] = pth
-    meta = deployment["metadata"]
-    labels = dict((spec["template"].get("metadata") or {}).get("labels") or {})
-    labels[LABEL_POD_TEMPLATE_HASH] = pth
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {
-            "name": f"{meta['name']}-{pth}",
-            "namespace": meta["namespace"],
-            "labels": labels,
-            "ownerReferences": [_owner(deployment)],
-        },
-        "spec": {
-            "replicas": spec.get("replicas", 1),
-            "selector": selector,
-            "template": template,
-        },
-    }
-
-
-def pods_for_replicaset(replicaset: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``replicas`` pods named ``<replicaset>-<random>``, owned by the (stored) ReplicaSet."""
-    spec = replicaset["spec"]
-    name = replicaset["metadata"]["name"]
-    return [
-        _pod_from_template(spec["template"], f"{name}-{_suffix()}", replicaset)
-        for _ in range(int(spec.get("replicas", 1)))
-    ]
-
-
-def pods_for_job(job: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The pods the Job controller starts first: one per index up to parallelism.
-
-    Indexed Jobs get the completion index as label, annotation, hostname suffix
-    and ``JOB_COMPLETION_INDEX`` env (read from the annotation), like upstream.
-    """
-    spec = job["spec"]
-    name = job["metadata"]["name"]
-    completions = spec.get("completions")
-    parallelism = int(spec.get("parallelism", 1))
-    count = min(parallelism, int(completions)) if completions is not None else parallelism
-    indexed = spec.get("completionMode") == "Indexed"
-    pods = []
-    for index in range(count):
-        pod_name = f"{name}-{index}-{_suffix()}" if indexed else f"{name}-{_suffix()}"
-        pod = _pod_from_template(spec["template"], pod_name, job)
-        if indexed:
-            meta = pod["metadata"]
-            meta.setdefault("labels", {})[LABEL_JOB_COMPLETION_INDEX] = str(index)
-            meta.setdefault("annotations", {})[ANNOTATION_JOB_COMPLETION_INDEX] = str(index)
-            pod["spec"].setdefault("hostname", f"{name}-{index}")
-            field_path = f"metadata.annotations['{ANNOTATION_JOB_COMPLETION_INDEX}']"
-            for container in [
-                *(pod["spec"].get("initContainers") or []),
-                *pod["spec"]["containers"],
-            ]:
-                env = container.setdefault("env", [])
-                if not any(e.get("name") == ENV_JOB_COMPLETION_INDEX for e in env):
-                    env.append(
-                        {
-                            "name": ENV_JOB_COMPLETION_INDEX,
-                            "valueFrom": {"fieldRef": {"fieldPath": field_path}},
-                        }
-                    )
-        pods.append(pod)
-    return pods
+def expected_pods(obj: Mapping[str, Any]) -> int:
+    """Pods that exist once the object's controller has acted: 1 for a Pod, the replicas of a
+    Deployment, ReplicaSet or StatefulSet, min(parallelism, completions) of a running Job."""
+    kind = obj.get("kind")
+    spec = obj.get("spec") or {}
+    if kind == "Pod":
+        return 1
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet"):
+        return int(spec.get("replicas", 1))
+    if kind == "Job":
+        if spec.get("suspend"):
+            return 0
+        parallelism = int(spec.get("parallelism", 1))
+        completions = spec.get("completions")
+        return min(parallelism, int(completions)) if completions is not None else parallelism
+    return 0
 
 
 class Discovery:
@@ -223,36 +114,15 @@ def apply(
     *,
     discovery: Discovery | None = None,
 ) -> Applied:
-    """Create each object (in order), then the pods a Deployment or Job controller would."""
+    """Create each object (in order), in ``namespace`` unless it names its own."""
     discovery = discovery or Discovery(rest)
     applied = Applied()
-
-    def create(body: Mapping[str, Any]) -> dict[str, Any]:
-        ns = (body.get("metadata") or {}).get("namespace") or namespace
-        path = discovery.collection(body["apiVersion"], body["kind"], ns)
-        stored: dict[str, Any] = rest.create(path, dict(body))
-        applied.objects.append(stored)
-        return stored
-
     for document in documents:
-        stored = create(document)
-        if stored["kind"] == "Deployment":
-            replicaset = create(replicaset_for(stored))
-            for pod in pods_for_replicaset(replicaset):
-                create(pod)
-        elif stored["kind"] == "Job":
-            for pod in pods_for_job(stored):
-                create(pod)
+        ns = (document.get("metadata") or {}).get("namespace") or namespace
+        path = discovery.collection(document["apiVersion"], document["kind"], ns)
+        stored: dict[str, Any] = rest.create(path, dict(document))
+        applied.objects.append(stored)
     return applied
 
 
-__all__ = [
-    "Applied",
-    "Discovery",
-    "apply",
-    "load_documents",
-    "pods_for_job",
-    "pods_for_replicaset",
-    "replicaset_for",
-    "template_hash",
-]
+__all__ = ["Applied", "Discovery", "apply", "expected_pods", "load_documents"]

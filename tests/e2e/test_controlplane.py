@@ -18,6 +18,7 @@ import pytest
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from testbed import ControlPlane, KubeApiError, ProcessStartError, ensure_binaries
+from testbed.processes import wait_until
 
 PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups"
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
@@ -275,7 +276,7 @@ def test_throwaway_control_plane_stops_without_leftovers() -> None:
         workdir = cp.workdir
         cp.start_scheduler(DEFAULT_SCHEDULER_CONFIG)
         pids = set(cp.pids)
-        assert len(pids) == 3
+        assert len(pids) == 4  # etcd, kube-apiserver, kube-controller-manager, scheduler
         assert pids <= harness_children() - before
         # Each component leads its own process group (Ctrl-C reaches only the harness).
         for pid in pids:
@@ -338,7 +339,7 @@ def test_components_die_when_the_harness_is_sigkilled(tmp_path: Path) -> None:
     try:
         line = read_line_with(proc, "PIDS ", timeout_s=120)
         pids = json.loads(line.split(" ", 1)[1])
-        assert len(pids) == 3 and not any(gone(pid) for pid in pids)
+        assert len(pids) == 4 and not any(gone(pid) for pid in pids)
         proc.kill()
         proc.wait()
         deadline = time.monotonic() + 10
@@ -404,3 +405,60 @@ def test_kubelet_also_serves_nodes_created_elsewhere_with_the_fake_label(
         assert pod["spec"]["nodeName"] == name
     finally:
         control_plane.delete_node(name)
+
+
+def job_body(name: str, parallelism: int, **template_meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "completionMode": "Indexed",
+            "template": {
+                "metadata": template_meta,
+                "spec": {
+                    "restartPolicy": "Never",
+                    "schedulerName": "nobody-schedules-these",
+                    "containers": [{"name": "main", "image": "busybox"}],
+                },
+            },
+        },
+    }
+
+
+def pods_owned_by(control_plane: ControlPlane, namespace: str, uid: str) -> list[Any]:
+    items = control_plane.rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+    return [
+        p for p in items if any(o["uid"] == uid for o in p["metadata"].get("ownerReferences") or ())
+    ]
+
+
+def test_real_controllers_make_pods_and_collect_them(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """kube-controller-manager runs: Jobs get indexed pods, and deleting a Job deletes them."""
+    job = control_plane.rest.create(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs", job_body("train", 3)
+    )
+    uid = job["metadata"]["uid"]
+    wait_until(
+        lambda: len(pods_owned_by(control_plane, namespace, uid)) == 3,
+        timeout_s=30,
+        what="given 3 pods by the job controller",
+    )
+    pods = pods_owned_by(control_plane, namespace, uid)
+    indexes = sorted(
+        p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods
+    )
+    assert indexes == ["0", "1", "2"]
+    assert all(p["metadata"]["name"].startswith("train-") for p in pods)
+    control_plane.rest.delete(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs/train", propagationPolicy="Background"
+    )
+    wait_until(
+        lambda: not pods_owned_by(control_plane, namespace, uid),
+        timeout_s=30,
+        what="collected by the garbage collector",
+    )

@@ -104,6 +104,38 @@ def test_status_totals_equal_the_bound_pods_requests(suite: Suite) -> None:
     assert any(line.split()[:2] == ["TOTAL", "cpu"] for line in table.stdout.splitlines())
 
 
+def test_the_real_kubectl_runs_fluence_as_a_plugin(suite: Suite) -> None:
+    """``kubectl fluence`` as users type it: kubectl finds kubectl-fluence on PATH."""
+    kubectl = suite.stack.cp.binaries.kubectl
+    venv_bin = str(Path(sys.executable).parent)
+    env = {**os.environ, "NO_COLOR": "1", "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
+    listed = subprocess.run(
+        [str(kubectl), "plugin", "list"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert any(line.endswith("/kubectl-fluence") for line in listed.stdout.splitlines()), (
+        listed.stdout + listed.stderr
+    )
+    done = subprocess.run(
+        [
+            str(kubectl),
+            "fluence",
+            "--kubeconfig",
+            str(suite.stack.cp.kubeconfig),
+            "--url",
+            suite.stack.extender.url,
+            "status",
+            "-o",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "totals" in json.loads(done.stdout)
+
+
 def test_explain_names_why_gang_members_wait_and_where_placed_ones_went(suite: Suite) -> None:
     node = suite.add_nodes(1, cpu="4")[0]
     suite.pod("blocker", cpu="3")

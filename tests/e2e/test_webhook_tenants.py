@@ -20,6 +20,7 @@ import yaml
 
 from fluence import names
 from testbed import ControlPlane, KubeApiError
+from testbed.processes import wait_until
 from testbed.rest import KubeRest
 from tests.e2e.test_webhook_admission import (
     CONFIGS,
@@ -131,6 +132,29 @@ def gang_pod(name: str, group: str, size: int = 2, **meta: Any) -> dict[str, Any
     )
 
 
+def suspended_job(control_plane: ControlPlane, namespace: str, name: str) -> str:
+    """A real Job that makes no pods of its own (the garbage collector sees a live owner)."""
+    job = control_plane.rest.create(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "main", "image": "busybox"}],
+                    }
+                },
+            },
+        },
+    )
+    uid: str = job["metadata"]["uid"]
+    return uid
+
+
 def no_podgroup(control_plane: ControlPlane, namespace: str, group: str) -> bool:
     with contextlib.suppress(KubeApiError):
         podgroup(control_plane, namespace, group)
@@ -165,7 +189,7 @@ def test_a_tenant_without_podgroup_rights_gets_no_podgroup_from_the_webhook(
 def test_controller_pods_get_an_owned_podgroup_that_no_other_workload_adopts(
     control_plane: ControlPlane, webhook_as_its_service_account: WebhookProcess, namespace: str
 ) -> None:
-    job_uid = str(uuid.uuid4())
+    job_uid = suspended_job(control_plane, namespace, "train")
     owner = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -195,7 +219,8 @@ def test_controller_pods_get_an_owned_podgroup_that_no_other_workload_adopts(
 
     # Squatting first does not capture the Job's pods either.
     create_pod(bob, namespace, gang_pod("bob-1", "eval", size=64))
-    eval_owner = {**owner, "name": "eval", "uid": str(uuid.uuid4())}
+    eval_uid = suspended_job(control_plane, namespace, "eval")
+    eval_owner = {**owner, "name": "eval", "uid": eval_uid}
     stored = create_pod(
         controller, namespace, gang_pod("eval-0", "eval", size=2, ownerReferences=[eval_owner])
     )
@@ -208,3 +233,45 @@ def test_controller_pods_get_an_owned_podgroup_that_no_other_workload_adopts(
         controller, namespace, gang_pod("train-1", "train", size=3, ownerReferences=[owner])
     )
     assert stored["spec"]["schedulingGroup"] == {"podGroupName": "train"}
+
+
+def test_a_jobs_podgroup_comes_from_the_real_job_controller_and_goes_with_the_job(
+    control_plane: ControlPlane, webhook_as_its_service_account: WebhookProcess, namespace: str
+) -> None:
+    """kube-controller-manager creates the pods under its job-controller ServiceAccount."""
+    template = classical_pod("unused", labels={names.LABEL_GROUP: "sweep"})
+    job = control_plane.rest.create(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "sweep"},
+            "spec": {
+                "parallelism": 2,
+                "completions": 2,
+                "template": {
+                    "metadata": {"labels": template["metadata"]["labels"]},
+                    "spec": {**template["spec"], "restartPolicy": "Never"},
+                },
+            },
+        },
+    )
+    uid = job["metadata"]["uid"]
+
+    def members() -> list[Any]:
+        items = control_plane.rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+        return [p for p in items if p["metadata"].get("labels", {}).get(names.LABEL_GROUP)]
+
+    wait_until(lambda: len(members()) == 2, timeout_s=30, what="given its pods")
+    assert all(p["spec"]["schedulingGroup"] == {"podGroupName": "sweep"} for p in members())
+    made = podgroup(control_plane, namespace, "sweep")
+    assert made["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert made["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    control_plane.rest.delete(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs/sweep", propagationPolicy="Background"
+    )
+    wait_until(
+        lambda: no_podgroup(control_plane, namespace, "sweep") and not members(),
+        timeout_s=60,
+        what="collected with its Job (pods and PodGroup)",
+    )

@@ -25,7 +25,7 @@ for arg in "$@"; do
   if [ "$prev" = "-o" ]; then out="$arg"; fi
   prev="$arg"
 done
-for name in etcd kube-apiserver kube-scheduler; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   printf '#!/bin/sh\\n' > "$out/$name"; chmod +x "$out/$name"
 done
 """
@@ -119,10 +119,10 @@ def test_ldflags_stamp_version_major_minor() -> None:
     assert "version.gitMinor=36" in flags
 
 
-def test_build_command_is_trimmed_static_build_of_three_targets(tmp_path: Path) -> None:
+def test_build_command_is_trimmed_static_build_of_every_target(tmp_path: Path) -> None:
     cmd = binaries.build_command("v1.36.3", tmp_path)
     assert cmd[:3] == ["go", "build", "-trimpath"]
-    assert cmd[-3:] == list(binaries.BUILD_TARGETS)
+    assert cmd[-5:] == list(binaries.BUILD_TARGETS)
     assert cmd[cmd.index("-o") + 1] == f"{tmp_path}/"
 
 
