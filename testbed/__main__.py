@@ -89,7 +89,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         cp.start()
         nodes = cp.add_nodes(args.nodes) if args.nodes else []
-        cp.start_kubelet()
+        cp.start_kwok()
         (cp.workdir / STATE_FILE).write_text(
             json.dumps(
                 {

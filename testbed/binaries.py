@@ -1,7 +1,8 @@
 """Build and cache etcd and the Kubernetes binaries from the pinned Go module.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl: the
-real components a user's cluster has, at the release the project targets.
+real components a user's cluster has, at the release the project targets; and
+KWOK, which plays the kubelet of many simulated nodes.
 
 The binaries come from ``hack/k8s-bins`` (a Go module that pins Kubernetes and
 its staging modules), so tests run the exact release the project targets
@@ -40,6 +41,7 @@ BUILD_TARGETS = (
     "k8s.io/kubernetes/cmd/kube-controller-manager",
     "k8s.io/kubernetes/cmd/kube-scheduler",
     "k8s.io/kubernetes/cmd/kubectl",
+    "sigs.k8s.io/kwok/cmd/kwok",
     "./etcd",
 )
 # Packages of MODULE_DIR that the build compiles; other Go programs placed in the
@@ -66,6 +68,7 @@ class Binaries:
     kube_controller_manager: Path
     kube_scheduler: Path
     kubectl: Path
+    kwok: Path
 
     def all(self) -> tuple[Path, ...]:
         return (
@@ -74,6 +77,7 @@ class Binaries:
             self.kube_controller_manager,
             self.kube_scheduler,
             self.kubectl,
+            self.kwok,
         )
 
 
@@ -135,6 +139,7 @@ def _binaries_in(bin_dir: Path) -> Binaries:
         kube_controller_manager=bin_dir / "kube-controller-manager",
         kube_scheduler=bin_dir / "kube-scheduler",
         kubectl=bin_dir / "kubectl",
+        kwok=bin_dir / "kwok",
     )
 
 

@@ -28,7 +28,7 @@ import yaml
 from fluence import pki
 from testbed import nodes as fake_nodes
 from testbed.binaries import Binaries, ensure_binaries
-from testbed.kubelet import StandInKubelet
+from testbed.kwok import Kwok
 from testbed.processes import (
     DEFAULT_GRACE_S,
     ManagedProcess,
@@ -109,7 +109,8 @@ class Timings:
 
 
 class ControlPlane(StartStop):
-    """etcd + kube-apiserver on free loopback ports; optional schedulers, fake nodes, kubelet.
+    """etcd, kube-apiserver, kube-controller-manager on free loopback ports; schedulers,
+    simulated nodes and KWOK on demand.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. The work
     directory (a fresh temporary one unless ``workdir`` is given) holds the
@@ -150,7 +151,7 @@ class ControlPlane(StartStop):
         self.controller_manager = controller_manager
         self._schedulers: list[SchedulerHandle] = []
         self._scheduler_seq = 0
-        self._kubelet: StandInKubelet | None = None
+        self._kwok: Kwok | None = None
         self._fake_nodes: set[str] = set()
         self._rest: KubeRest | None = None
         self.ca: pki.CertificateAuthority | None = None
@@ -203,6 +204,8 @@ class ControlPlane(StartStop):
     def processes(self) -> list[ManagedProcess]:
         """Every process this control plane currently owns (for leak checks)."""
         procs = [s.process for s in self._schedulers]
+        if self._kwok is not None:
+            procs.append(self._kwok.process)
         procs.extend(
             p for p in (self._controller_manager, self._apiserver, self._etcd) if p is not None
         )
@@ -251,18 +254,16 @@ class ControlPlane(StartStop):
         return self
 
     def stop(self) -> None:
-        """Stop the kubelet, schedulers, apiserver and etcd (in that order); remove the work dir."""
+        """Stop KWOK, schedulers, controller manager, apiserver, etcd; remove the work dir."""
         started = time.monotonic()
-        if self._kubelet is not None:
-            self._kubelet.stop(timeout_s=0.1)
+        if self._kwok is not None:
+            self._kwok.stop(self.grace_s)
+            self._kwok = None
         for handle in list(self._schedulers):
             self.stop_scheduler(handle)
         for proc in (self._controller_manager, self._apiserver, self._etcd):
             if proc is not None:
                 proc.stop(self.grace_s)
-        if self._kubelet is not None:
-            self._kubelet.stop()
-            self._kubelet = None
         self._controller_manager = None
         self._apiserver = None
         self._etcd = None
@@ -625,7 +626,7 @@ class ControlPlane(StartStop):
     def schedulers(self) -> list[SchedulerHandle]:
         return list(self._schedulers)
 
-    # Fake nodes and the stand-in kubelet -----------------------------------------------
+    # Simulated nodes and KWOK -----------------------------------------------------------
 
     def add_nodes(
         self,
@@ -686,16 +687,19 @@ class ControlPlane(StartStop):
             return True
         return False
 
-    def start_kubelet(self) -> StandInKubelet:
-        """Start (once) the stand-in kubelet for this control plane's fake nodes."""
-        if self._kubelet is None:
-            self._kubelet = StandInKubelet(self.rest, self.is_fake_node).start()
-            self._kubelet.wait_synced()
-        return self._kubelet
+    def start_kwok(self) -> Kwok:
+        """Start (once) KWOK, the kubelet of this control plane's simulated nodes."""
+        if self._kwok is None:
+            assert self._binaries is not None
+            self._kwok = Kwok(
+                self._binaries.kwok, self.kubeconfig, self.rest, self.workdir, self.log_path("kwok")
+            )
+            self._kwok.wait_started()
+        return self._kwok
 
     @property
-    def kubelet(self) -> StandInKubelet:
-        return self.start_kubelet()
+    def kwok(self) -> Kwok:
+        return self.start_kwok()
 
     # Namespaces -------------------------------------------------------------------------
 

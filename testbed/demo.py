@@ -1,7 +1,7 @@
 """``python -m testbed.demo``: fluence end to end on a local control plane, then gone again.
 
-It starts a real etcd + kube-apiserver with fake nodes and the stand-in
-kubelet, the device plugin (whose advertised devices become node capacity),
+It starts a real etcd, kube-apiserver and kube-controller-manager with
+simulated nodes run by KWOK, the device plugin (whose advertised devices become node capacity),
 the mutating webhook over TLS, the scheduler extender behind a dedicated
 kube-scheduler, applies the examples and prints where every pod went, which
 quantum backend it got and what its containers would see in their env. Then
@@ -292,7 +292,9 @@ class Demo:
 
     # 1 -------------------------------------------------------------------------------
     def start_control_plane(self) -> None:
-        self.console.step("control plane: etcd + kube-apiserver, fake nodes, stand-in kubelet")
+        self.console.step(
+            "control plane: etcd, kube-apiserver, kube-controller-manager, KWOK nodes"
+        )
         t0 = time.monotonic()
         binaries = ensure_binaries(log=self.console.out)
         self.console.ok(f"binaries in {binaries.etcd.parent} ({time.monotonic() - t0:.1f}s)")
@@ -307,11 +309,11 @@ class Demo:
         cp.start()
         self.console.ok(f"apiserver {cp.server} ready in {cp.timings.start_s:.1f}s")
         self.nodes = cp.add_nodes(self.options.nodes, capacity=NODE_CAPACITY)
-        cp.start_kubelet()
+        cp.start_kwok()
         cp.create_namespace(NAMESPACE)
         self.console.ok(
-            f"{len(self.nodes)} fake nodes ({NODE_CAPACITY['cpu']} cpu, "
-            f"{NODE_CAPACITY['memory']} each), stand-in kubelet, namespace {NAMESPACE}"
+            f"{len(self.nodes)} KWOK nodes ({NODE_CAPACITY['cpu']} cpu, "
+            f"{NODE_CAPACITY['memory']} each), namespace {NAMESPACE}"
         )
 
     # 2-4: the three fluence processes start together (each takes seconds to import

@@ -92,11 +92,11 @@ def test_podgroup_v1alpha2_and_scheduling_group_round_trip(
     assert typed_pod.spec.scheduling_group.pod_group_name == "gang"
 
 
-def test_default_scheduler_binds_and_stand_in_kubelet_runs_then_succeeds(
+def test_default_scheduler_binds_and_kwok_runs_then_succeeds(
     control_plane: ControlPlane, namespace: str
 ) -> None:
     nodes = control_plane.add_nodes(2, prefix=f"{namespace}-node-")
-    kubelet = control_plane.start_kubelet()
+    kubelet = control_plane.start_kwok()
     scheduler = control_plane.start_scheduler(DEFAULT_SCHEDULER_CONFIG)
     try:
         control_plane.rest.create(f"/api/v1/namespaces/{namespace}/pods", pod_body("web"))
@@ -125,7 +125,7 @@ def test_default_scheduler_binds_and_stand_in_kubelet_runs_then_succeeds(
 
 def test_fail_marks_pod_failed_with_exit_code(control_plane: ControlPlane, namespace: str) -> None:
     (node,) = control_plane.add_nodes(1, prefix=f"{namespace}-node-")
-    kubelet = control_plane.start_kubelet()
+    kubelet = control_plane.start_kwok()
     try:
         control_plane.rest.create(
             f"/api/v1/namespaces/{namespace}/pods", pod_body("job", nodeName=node)
@@ -139,11 +139,9 @@ def test_fail_marks_pod_failed_with_exit_code(control_plane: ControlPlane, names
         control_plane.delete_node(node)
 
 
-def test_stand_in_kubelet_finishes_graceful_deletion(
-    control_plane: ControlPlane, namespace: str
-) -> None:
+def test_kwok_finishes_graceful_deletion(control_plane: ControlPlane, namespace: str) -> None:
     (node,) = control_plane.add_nodes(1, prefix=f"{namespace}-node-")
-    kubelet = control_plane.start_kubelet()
+    kubelet = control_plane.start_kwok()
     try:
         path = f"/api/v1/namespaces/{namespace}/pods"
         control_plane.rest.create(path, pod_body("victim", nodeName=node))
@@ -185,7 +183,7 @@ def test_resolve_env_reads_annotations_through_field_refs(
             {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         ]
         created = control_plane.rest.create(f"/api/v1/namespaces/{namespace}/pods", body)
-        env = control_plane.kubelet.resolve_env(created)
+        env = control_plane.kwok.resolve_env(created)
         assert env == {"main": {"QRMI_BACKEND": "ibm_fez", "ABSENT": "", "NODE": node}}
     finally:
         control_plane.delete_node(node)
@@ -396,7 +394,7 @@ def test_kubelet_also_serves_nodes_created_elsewhere_with_the_fake_label(
 
     name = f"{namespace}-external"
     control_plane.rest.create("/api/v1/nodes", node_manifest(name))
-    kubelet = control_plane.start_kubelet()
+    kubelet = control_plane.start_kwok()
     try:
         control_plane.rest.create(
             f"/api/v1/namespaces/{namespace}/pods", pod_body("ext", nodeName=name)

@@ -23,11 +23,12 @@ from typing import Any
 
 import httpx
 import pytest
-from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+from kubernetes.client import ApiClient, BatchV1Api, CoreV1Api, CustomObjectsApi
 
 from fluence import names
 from fluence.pods import cpu_millicores
 from testbed import ControlPlane, SchedulerHandle
+from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE
 from testbed.processes import free_port
 from tests.support.extender import SUITE_LABEL, create_podgroup, fluence_scheduler, pod_body
 
@@ -251,7 +252,7 @@ def test_single_pod_is_bound_with_its_allocation_record(suite: Suite) -> None:
     record = json.loads(pod["metadata"]["annotations"][names.ANNOTATION_ALLOCATION])
     assert record["node"] == node and record["amounts"]["core"] == 2000
     assert record["group"] == f"{suite.ns}/solo"
-    suite.stack.cp.kubelet.wait_for_phase(suite.ns, "solo", "Running")
+    suite.stack.cp.kwok.wait_for_phase(suite.ns, "solo", "Running")
     assert suite.state_pods()[f"{suite.ns}/solo"]["node"] == node
     assert suite.state_nodes()[node]["core"]["allocated"] == 2000
     lines = httpx.get(suite.stack.extender.url + "/metrics/", timeout=10).text.splitlines()
@@ -301,7 +302,7 @@ def test_gang_that_does_not_fit_waits_with_a_reason_and_runs_when_capacity_frees
     suite.add_nodes(2, cpu="4")
     suite.pod("blocker", cpu="3")
     suite.wait_bound("blocker")
-    suite.stack.cp.kubelet.wait_for_phase(suite.ns, "blocker", "Running")
+    suite.stack.cp.kwok.wait_for_phase(suite.ns, "blocker", "Running")
     suite.podgroup("big", 2)
     for i in range(2):
         suite.pod(f"big-{i}", cpu="3", group="big")
@@ -316,7 +317,7 @@ def test_gang_that_does_not_fit_waits_with_a_reason_and_runs_when_capacity_frees
     )
     time.sleep(2)
     assert suite.node_of("big-0") == "" and suite.node_of("big-1") == ""
-    suite.stack.cp.kubelet.succeed(suite.ns, "blocker")
+    suite.stack.cp.kwok.succeed(suite.ns, "blocker")
     bound = suite.wait_bound("big-0", "big-1", timeout=90)
     assert sorted(bound.values()) == sorted(suite.nodes)
 
@@ -624,3 +625,57 @@ def _kill_9_rounds(suite: Suite) -> None:
         if QPU in p["spec"]["containers"][0]["resources"]["requests"]
     }
     assert len(backends) == 2 and len(set(backends.values())) == 2, backends
+
+
+def test_a_job_gang_runs_to_completion_and_its_capacity_is_released(suite: Suite) -> None:
+    """The real job controller makes the pods, KWOK runs them for a while, fluence releases."""
+    suite.add_nodes(2, cpu="4")
+    template = pod_body("unused", {"cpu": "2", "memory": "256Mi"}, suite.id)
+    template["metadata"] = {
+        "labels": {names.LABEL_GROUP: "sweep"},
+        "annotations": {
+            names.ANNOTATION_GROUP_SIZE: "3",
+            ANNOTATION_EXIT_CODE: "0",
+            ANNOTATION_EXIT_AFTER: "3s",
+        },
+    }
+    template["spec"]["restartPolicy"] = "Never"
+    batch = BatchV1Api(suite.core.api_client)
+    batch.create_namespaced_job(
+        suite.ns,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "sweep"},
+            "spec": {
+                "parallelism": 3,
+                "completions": 3,
+                "template": {"metadata": template["metadata"], "spec": template["spec"]},
+            },
+        },
+    )
+
+    def members() -> list[Any]:
+        return suite.core.list_namespaced_pod(suite.ns, label_selector="job-name=sweep").items
+
+    wait_for(
+        lambda: len(members()) == 3 and all(p.spec.node_name for p in members()),
+        60,
+        "the job's three pods to be placed together",
+        lambda: suite.stack.extender.log_tail(),
+    )
+    placed = {p.spec.node_name for p in members()}
+    assert placed <= set(suite.nodes) and len(placed) == 2  # 2+1 on 4-cpu nodes
+    assert sum(u["core"]["allocated"] for u in suite.state_nodes().values()) == 6000
+
+    def complete() -> bool:
+        job = batch.read_namespaced_job("sweep", suite.ns)
+        return bool(job.status and job.status.succeeded == 3)
+
+    wait_for(complete, 60, "the job to complete")
+    wait_for(
+        lambda: sum(u["core"]["allocated"] for u in suite.state_nodes().values()) == 0,
+        30,
+        "fluence to release the finished gang",
+    )
+    assert not suite.state_pods()

@@ -157,7 +157,7 @@ def ha(
 ) -> Iterator[HA]:
     """Two extenders (A, B) and the nodes; the test starts the schedulers. All stopped after."""
     cp = control_plane
-    cp.start_kubelet()
+    cp.start_kwok()
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     a_dir.mkdir()
     b_dir.mkdir()

@@ -38,14 +38,14 @@ class ExtenderProcess(Protocol):
 def fluence_scheduler(
     control_plane: ControlPlane, extender: ExtenderProcess
 ) -> Iterator[SchedulerHandle]:
-    """Start ``extender``, the stand-in kubelet and a kube-scheduler delegating to it.
+    """Start ``extender``, KWOK and a kube-scheduler delegating to it.
 
     On exit the scheduler is stopped and the extender is sent SIGTERM.
     """
     scheduler: SchedulerHandle | None = None
     try:
         extender.start()
-        control_plane.start_kubelet()
+        control_plane.start_kwok()
         scheduler = control_plane.start_scheduler(scheduler_config(extender.url), name="fluence")
         yield scheduler
     finally:
