@@ -2,9 +2,10 @@
 
 Sources, first match wins:
 
-1. native ``spec.schedulingGroup.podGroupName`` -> PodGroup ``scheduling.k8s.io/v1alpha2``,
+1. native ``spec.schedulingGroup.podGroupName`` -> PodGroup ``scheduling.k8s.io``
+   (``v1beta1``, or ``v1alpha2`` on Kubernetes 1.36),
    size ``spec.schedulingPolicy.gang.minCount``;
-2. label ``scheduling.k8s.io/pod-group`` naming a v1alpha2 PodGroup (early v2 fluence);
+2. label ``scheduling.k8s.io/pod-group`` naming such a PodGroup (early v2 fluence);
 3. label ``fluence.flux-framework.org/group``, size from annotation ``group-size``
    (else the PodGroup of that name when one exists);
 4. label ``scheduling.x-k8s.io/pod-group`` -> scheduler-plugins PodGroup ``spec.minMember``;

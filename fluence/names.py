@@ -56,7 +56,9 @@ LABEL_X_K8S_POD_GROUP = "scheduling.x-k8s.io/pod-group"
 
 # APIs.
 PODGROUP_GROUP = "scheduling.k8s.io"
-PODGROUP_VERSION = "v1alpha2"
+# Versions of the native PodGroup API, newest first: Kubernetes 1.37 serves v1beta1
+# (and removed v1alpha2), 1.36 serves v1alpha2. The served one is discovered, not assumed.
+PODGROUP_VERSIONS = ("v1beta1", "v1alpha2")
 PODGROUP_PLURAL = "podgroups"
 X_PODGROUP_GROUP = "scheduling.x-k8s.io"
 X_PODGROUP_VERSION = "v1alpha1"

@@ -125,6 +125,38 @@ class CertificateAuthority:
             .sign(self._key, hashes.SHA256())
         )
 
+    @classmethod
+    def from_pem(
+        cls,
+        cert_pem: bytes,
+        key_pem_bytes: bytes,
+        *,
+        validity: datetime.timedelta = VALIDITY,
+        backdate: datetime.timedelta = BACKDATE,
+    ) -> CertificateAuthority:
+        """An existing CA (its certificate and key), to issue more leaves from it.
+
+        ValueError when the PEM is not a CA certificate with its ECDSA key.
+        """
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        key = serialization.load_pem_private_key(key_pem_bytes, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError("the CA key is not an ECDSA key")
+        if key.public_key().public_numbers() != cert.public_key().public_numbers():  # type: ignore[union-attr]
+            raise ValueError("the CA key does not belong to the CA certificate")
+        try:
+            constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
+        except x509.ExtensionNotFound:
+            constraints = None
+        if constraints is None or not constraints.ca:
+            raise ValueError("the certificate is not a CA certificate")
+        ca = cls.__new__(cls)
+        ca._key = key
+        ca._cert = cert
+        ca._validity = validity
+        ca._backdate = backdate
+        return ca
+
     @property
     def cert(self) -> x509.Certificate:
         return self._cert

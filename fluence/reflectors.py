@@ -227,6 +227,8 @@ class Reflector(Generic[T]):
                     if self.served:
                         log.info("API not served; will look again", extra={"path": self.path})
                     self.served = False
+                    with self._lock:  # what an API no longer served held is gone with it
+                        self._store.clear()
                     self.synced.set()
                     self._stop.wait(NOT_SERVED_RETRY_SECONDS)
                     continue
@@ -320,14 +322,19 @@ class ClusterReflectors:
             api, "/api/v1/nodes", decode_node, lambda n: n.metadata.name, name="nodes"
         )
         self.pods: Reflector[Pod] = Reflector(api, "/api/v1/pods", decode_pod, _key, name="pods")
-        self.podgroups: Reflector[PodGroup] = Reflector(
-            api,
-            f"/apis/{names.PODGROUP_GROUP}/{names.PODGROUP_VERSION}/{names.PODGROUP_PLURAL}",
-            decode_podgroup,
-            _key,
-            optional=True,
-            name="podgroups",
-        )
+        # One optional reflector per PodGroup version: whichever the API server serves
+        # fills its store, and a cluster upgraded to the next version is followed.
+        self.podgroups: list[Reflector[PodGroup]] = [
+            Reflector(
+                api,
+                f"/apis/{names.PODGROUP_GROUP}/{version}/{names.PODGROUP_PLURAL}",
+                decode_podgroup,
+                _key,
+                optional=True,
+                name=f"podgroups-{version}",
+            )
+            for version in names.PODGROUP_VERSIONS
+        ]
         self.x_podgroups: Reflector[PodGroup] = Reflector(
             api,
             f"/apis/{names.X_PODGROUP_GROUP}/{names.X_PODGROUP_VERSION}/{names.PODGROUP_PLURAL}",
@@ -336,7 +343,7 @@ class ClusterReflectors:
             optional=True,
             name="x-podgroups",
         )
-        self.all: list[Reflector[Any]] = [self.nodes, self.pods, self.podgroups, self.x_podgroups]
+        self.all: list[Reflector[Any]] = [self.nodes, self.pods, *self.podgroups, self.x_podgroups]
         # Registered first, so the index is current before any other pod handler runs.
         self.by_group = groups.PodsByGroup()
         self.pods.add_handler(self._index_pod)
@@ -371,8 +378,14 @@ class ClusterReflectors:
         return self.by_group.members(ref)
 
     def podgroup(self, api_group: str, namespace: str, name: str) -> PodGroup | None:
-        store = self.x_podgroups if api_group == names.X_PODGROUP_GROUP else self.podgroups
-        return store.get(f"{namespace}/{name}")
+        key = f"{namespace}/{name}"
+        if api_group == names.X_PODGROUP_GROUP:
+            return self.x_podgroups.get(key)
+        for store in self.podgroups:
+            found = store.get(key)
+            if found is not None:
+                return found
+        return None
 
 
 def _key(obj: Pod | PodGroup) -> str:

@@ -15,8 +15,8 @@ import os
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from fluence.pki import CertificateAuthority, issue_serving_cert  # noqa: E402
-from testbed.binaries import Binaries, BinariesError, ensure_binaries
-from testbed.cluster import ControlPlane, SchedulerHandle, Timings
+from testbed.binaries import Binaries, BinariesError, ensure_binaries, ensure_release
+from testbed.cluster import ControlPlane, Release, SchedulerHandle, Timings, selected_release
 from testbed.downward import resolve_env
 from testbed.kwok import Kwok
 from testbed.processes import ProcessStartError
@@ -31,9 +31,12 @@ __all__ = [
     "KubeRest",
     "Kwok",
     "ProcessStartError",
+    "Release",
     "SchedulerHandle",
     "Timings",
     "ensure_binaries",
+    "ensure_release",
     "issue_serving_cert",
     "resolve_env",
+    "selected_release",
 ]

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from testbed.binaries import BinariesError, cache_root, ensure_binaries
-from testbed.cluster import ControlPlane
+from testbed.binaries import BinariesError, cache_root, ensure_release
+from testbed.cluster import ControlPlane, selected_release
 from testbed.processes import ProcessStartError
 
 STATE_FILE = "cluster.json"
@@ -56,7 +56,7 @@ def _alive(pid: int) -> bool:
 
 
 def cmd_bins(_: argparse.Namespace) -> int:
-    binaries = ensure_binaries()
+    binaries = ensure_release(selected_release().minor)
     for path in binaries.all():
         print(path)
     return 0

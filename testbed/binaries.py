@@ -31,6 +31,9 @@ from typing import TextIO
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODULE_DIR = REPO_ROOT / "hack" / "k8s-bins"
+COMPAT_MODULE_DIRS = {"1.36": REPO_ROOT / "hack" / "k8s-bins-1.36"}
+"""Earlier Kubernetes releases still supported: only their control-plane components are
+built from these modules; etcd, kubectl and KWOK come from MODULE_DIR."""
 CACHE_ENV = "FLUENCE_K8S_CACHE"
 """Directory that replaces ``~/.cache/fluence`` as the root of the binary cache."""
 
@@ -44,6 +47,8 @@ BUILD_TARGETS = (
     "sigs.k8s.io/kwok/cmd/kwok",
     "./etcd",
 )
+COMPONENT_TARGETS = BUILD_TARGETS[:3]
+"""What a compatibility module builds: kube-apiserver, kube-controller-manager, kube-scheduler."""
 # Packages of MODULE_DIR that the build compiles; other Go programs placed in the
 # module are not part of the key, so adding one does not invalidate the cache.
 KEYED_PACKAGE_DIRS = (".", "etcd")
@@ -129,7 +134,8 @@ def cache_root() -> Path:
 
 def cache_dir(module_dir: Path = MODULE_DIR) -> Path:
     """Directory holding ``bin/`` for the pinned version, e.g. ``~/.cache/fluence/k8s-v1.36.3``."""
-    return cache_root() / f"k8s-{kubernetes_version(module_dir)}"
+    suffix = "-components" if targets_of(module_dir) == COMPONENT_TARGETS else ""
+    return cache_root() / f"k8s-{kubernetes_version(module_dir)}{suffix}"
 
 
 def _binaries_in(bin_dir: Path) -> Binaries:
@@ -153,10 +159,35 @@ def cached_binaries(module_dir: Path = MODULE_DIR) -> Binaries | None:
     if recorded != cache_key(module_dir):
         return None
     binaries = _binaries_in(bin_dir)
-    for path in binaries.all():
-        if not os.access(path, os.X_OK):
+    for target in targets_of(module_dir):
+        if not os.access(bin_dir / target.rsplit("/", 1)[-1], os.X_OK):
             return None
     return binaries
+
+
+def targets_of(module_dir: Path) -> tuple[str, ...]:
+    """Everything from the main module (it has etcd/), the components from a compatibility one."""
+    return BUILD_TARGETS if (module_dir / "etcd").is_dir() else COMPONENT_TARGETS
+
+
+def ensure_release(minor: str | None = None, *, log: TextIO | None = None) -> Binaries:
+    """The binaries for Kubernetes ``minor`` ("1.36"; None: the pinned default release)."""
+    base = ensure_binaries(MODULE_DIR, log=log)
+    if minor is None or kubernetes_version(MODULE_DIR).startswith(f"v{minor}."):
+        return base
+    module = COMPAT_MODULE_DIRS.get(minor)
+    if module is None:
+        known = sorted({kubernetes_version(MODULE_DIR)[1:].rsplit(".", 1)[0], *COMPAT_MODULE_DIRS})
+        raise BinariesError(f"Kubernetes {minor} is not supported here; choose one of {known}")
+    components = ensure_binaries(module, log=log)
+    return Binaries(
+        etcd=base.etcd,
+        kube_apiserver=components.kube_apiserver,
+        kube_controller_manager=components.kube_controller_manager,
+        kube_scheduler=components.kube_scheduler,
+        kubectl=base.kubectl,
+        kwok=base.kwok,
+    )
 
 
 def ldflags(version: str) -> str:
@@ -171,7 +202,9 @@ def ldflags(version: str) -> str:
     return f"-X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor}"
 
 
-def build_command(version: str, out_dir: Path) -> list[str]:
+def build_command(
+    version: str, out_dir: Path, targets: tuple[str, ...] = BUILD_TARGETS
+) -> list[str]:
     """The `go build` invocation, run from the module directory."""
     return [
         "go",
@@ -181,7 +214,7 @@ def build_command(version: str, out_dir: Path) -> list[str]:
         ldflags(version),
         "-o",
         f"{out_dir}{os.sep}",
-        *BUILD_TARGETS,
+        *targets,
     ]
 
 
@@ -254,6 +287,7 @@ def ensure_binaries(module_dir: Path = MODULE_DIR, *, log: TextIO | None = None)
         )
     version = kubernetes_version(module_dir)
     target = cache_dir(module_dir)
+    targets = targets_of(module_dir)
     with _file_lock(target / ".build.lock", out):
         found = cached_binaries(module_dir)
         if found is not None:
@@ -263,14 +297,14 @@ def ensure_binaries(module_dir: Path = MODULE_DIR, *, log: TextIO | None = None)
         staging.chmod(0o755)
         try:
             print(
-                f"[k8s-bins] building {', '.join(t.rsplit('/', 1)[-1] for t in BUILD_TARGETS)} "
+                f"[k8s-bins] building {', '.join(t.rsplit('/', 1)[-1] for t in targets)} "
                 f"(Kubernetes {version}) "
                 f"into {target / 'bin'}; a first build takes several minutes",
                 file=out,
                 flush=True,
             )
             started = time.monotonic()
-            _run_build(build_command(version, staging), module_dir, out)
+            _run_build(build_command(version, staging, targets), module_dir, out)
             (staging / KEY_FILE).write_text(key + "\n")
             _swap_into_place(staging, target / "bin")
             print(f"[k8s-bins] built in {time.monotonic() - started:.1f}s", file=out, flush=True)

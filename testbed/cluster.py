@@ -14,6 +14,7 @@ import contextlib
 import http.client
 import json
 import logging
+import os
 import shutil
 import ssl
 import tempfile
@@ -27,7 +28,7 @@ import yaml
 
 from fluence import pki
 from testbed import nodes as fake_nodes
-from testbed.binaries import Binaries, ensure_binaries
+from testbed.binaries import Binaries, ensure_release
 from testbed.kwok import Kwok
 from testbed.processes import (
     DEFAULT_GRACE_S,
@@ -44,8 +45,44 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
-RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+
+@dataclass(frozen=True)
+class Release:
+    """What a Kubernetes minor release needs switched on to serve gangs (PodGroups)."""
+
+    minor: str
+    feature_gates: str
+    runtime_config: str
+    podgroup_version: str
+
+
+RELEASES = {
+    # 1.37: PodGroup is scheduling.k8s.io/v1beta1 (off by default, as new beta APIs are),
+    # GangScheduling merged into GenericWorkload.
+    "1.37": Release("1.37", "GenericWorkload=true", "scheduling.k8s.io/v1beta1=true", "v1beta1"),
+    "1.36": Release(
+        "1.36",
+        "GenericWorkload=true,GangScheduling=true",
+        "scheduling.k8s.io/v1alpha2=true",
+        "v1alpha2",
+    ),
+}
+DEFAULT_RELEASE = "1.37"
+KUBERNETES_ENV = "FLUENCE_KUBERNETES"
+"""Which release the control plane runs ("1.37", the default, or "1.36")."""
+
+
+def selected_release(minor: str | None = None) -> Release:
+    """``minor``, else ``$FLUENCE_KUBERNETES``, else the default release."""
+    chosen = minor or os.environ.get(KUBERNETES_ENV) or DEFAULT_RELEASE
+    if chosen not in RELEASES:
+        raise ValueError(
+            f"{KUBERNETES_ENV}={chosen!r} is not a supported release; choose one of "
+            f"{sorted(RELEASES)}"
+        )
+    return RELEASES[chosen]
+
+
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 CONTROLLERS = (
@@ -54,11 +91,9 @@ CONTROLLERS = (
     # node lifecycle controller would taint them unreachable and evict their pods.
     "-node-lifecycle-controller",
     "-taint-eviction-controller",
-    # No cloud, no IPAM, no persistent volumes.
+    # No IPAM, no persistent volumes (the cloud controllers need a cloud provider and
+    # are gone from 1.37).
     "-node-ipam-controller",
-    "-cloud-node-lifecycle-controller",
-    "-node-route-controller",
-    "-service-lb-controller",
     "-persistentvolume-binder-controller",
     "-persistentvolume-attach-detach-controller",
     "-persistentvolume-expander-controller",
@@ -129,17 +164,19 @@ class ControlPlane(StartStop):
         binaries: Binaries | None = None,
         apiserver_args: Sequence[str] = (),
         etcd_args: Sequence[str] = (),
-        feature_gates: str = FEATURE_GATES,
+        feature_gates: str | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
         grace_s: float = DEFAULT_GRACE_S,
         controller_manager: bool = True,
+        kubernetes: str | None = None,
     ) -> None:
+        self.release = selected_release(kubernetes)
         self._requested_workdir = Path(workdir) if workdir is not None else None
         self.keep = keep
         self._binaries = binaries
         self.apiserver_args = list(apiserver_args)
         self.etcd_args = list(etcd_args)
-        self.feature_gates = feature_gates
+        self.feature_gates = feature_gates or self.release.feature_gates
         self.start_timeout_s = start_timeout_s
         self.grace_s = grace_s
         self.timings = Timings()
@@ -224,7 +261,7 @@ class ControlPlane(StartStop):
         started = time.monotonic()
         try:
             if self._binaries is None:
-                self._binaries = ensure_binaries()
+                self._binaries = ensure_release(self.release.minor)
             self.timings.binaries_s = time.monotonic() - started
             self._prepare_workdir()
             self._write_pki()
@@ -366,7 +403,7 @@ class ControlPlane(StartStop):
             "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             f"--feature-gates={self.feature_gates}",
-            f"--runtime-config={RUNTIME_CONFIG}",
+            f"--runtime-config={self.release.runtime_config}",
             *self.apiserver_args,
         ]
         self._apiserver = ManagedProcess(

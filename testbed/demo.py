@@ -37,7 +37,8 @@ from fluence import names
 from fluence.pki import issue_serving_cert
 from fluence.resources import load as load_resources
 from testbed import ControlPlane, KubeApiError, SchedulerHandle, resolve_env
-from testbed.binaries import ensure_binaries
+from testbed.binaries import ensure_release
+from testbed.cluster import selected_release
 from testbed.processes import ManagedProcess, free_port, wait_until
 from testbed.schedconfig import scheduler_config
 from testbed.workloads import Discovery, apply, load_documents
@@ -296,7 +297,7 @@ class Demo:
             "control plane: etcd, kube-apiserver, kube-controller-manager, KWOK nodes"
         )
         t0 = time.monotonic()
-        binaries = ensure_binaries(log=self.console.out)
+        binaries = ensure_release(selected_release().minor, log=self.console.out)
         self.console.ok(f"binaries in {binaries.etcd.parent} ({time.monotonic() - t0:.1f}s)")
         keep = self.options.workdir is not None
         if self.options.workdir is not None:

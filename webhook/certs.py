@@ -1,20 +1,33 @@
-"""Serving certificates for clusters without cert-manager.
+"""Serving certificates for clusters without cert-manager, rotated without a failed admission.
 
-``fluence-webhook certs`` makes a private CA and a serving certificate for the
-webhook Service (``<svc>``, ``<svc>.<ns>``, ``<svc>.<ns>.svc``,
-``<svc>.<ns>.svc.cluster.local``, plus any ``--dns``/``--ip``) and can
+``fluence-webhook certs`` keeps a long-lived private CA (10 years by default)
+and a short-lived serving certificate it issues for the webhook Service
+(``<svc>``, ``<svc>.<ns>``, ``<svc>.<ns>.svc``, ``<svc>.<ns>.svc.cluster.local``,
+plus any ``--dns``/``--ip``). Run again (by hand, or by the chart's CronJob),
+it changes only what is due:
 
-- write ``ca.crt``, ``tls.crt`` and ``tls.key`` into a directory (``--out``);
-- store them in a ``kubernetes.io/tls`` Secret (``--secret``, with ``ca.crt``
-  beside the pair), reusing the Secret's certificate while it still covers the
-  names and has more than ``--renew-days`` left, so re-running is harmless;
-- put the CA into ``clientConfig.caBundle`` of every webhook in a
-  MutatingWebhookConfiguration (``--webhook-config``).
+- the serving certificate is re-issued from the same CA when it has less than
+  ``--renew-days`` left or no longer names the Service, so ``caBundle`` stays
+  byte for byte the same and the API server never meets a certificate it does
+  not trust;
+- the CA itself is replaced when it has less than ``--ca-renew-days`` left; the
+  bundle then holds the new CA and the old one (until the old one expires), and
+  ``caBundle`` is updated before the new serving certificate is stored, so
+  either certificate verifies at every moment of the switch.
 
-Run it as a Job (or init container) before the webhook Deployment mounts the
-Secret; the server reloads the files when the Secret changes, so re-running it
-to renew needs no restart. With cert-manager, skip all this: the manifest's
-``cert-manager.io/inject-ca-from`` annotation keeps ``caBundle`` in sync.
+Where it keeps them:
+
+- ``--secret NAME``: a ``kubernetes.io/tls`` Secret (``tls.crt``, ``tls.key``,
+  and ``ca.crt``, the bundle) that the webhook mounts, and an Opaque Secret
+  ``NAME-ca`` with the CA's certificate and key, which the webhook never sees;
+- ``--out DIR``: ``ca.crt``, ``tls.crt`` and ``tls.key`` in a directory, with
+  the CA kept in ``--ca-dir`` (``DIR/ca`` by default) across runs;
+- ``--webhook-config``: ``clientConfig.caBundle`` of every webhook in that
+  MutatingWebhookConfiguration.
+
+The server reloads the files when the Secret changes, so renewing needs no
+restart. With cert-manager, skip all this: the chart's CA issuer chain and the
+``cert-manager.io/inject-ca-from`` annotation do the same.
 
 Example::
 
@@ -36,21 +49,42 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 from fluence.pki import CertificateAuthority
 
 log = logging.getLogger(__name__)
 
 CA_COMMON_NAME = "fluence-webhook-ca"
+BACKDATE = dt.timedelta(hours=1)
+"""Validity starts an hour back, so that clocks a little behind ours accept a new certificate."""
 
 
 @dataclass(frozen=True)
 class CertBundle:
-    """PEM bytes of a CA certificate and a serving certificate with its key."""
+    """PEM bytes of the trusted CA bundle and a serving certificate with its key."""
 
     ca_pem: bytes
+    """Every CA certificate to trust (the current one first): what caBundle holds."""
     cert_pem: bytes
     key_pem: bytes
+
+
+@dataclass(frozen=True)
+class Authority:
+    """The current CA (certificate and key) and older CA certificates still trusted."""
+
+    cert_pem: bytes
+    key_pem: bytes
+    previous_pem: bytes = b""
+
+    def ca(self) -> CertificateAuthority:
+        return CertificateAuthority.from_pem(self.cert_pem, self.key_pem, backdate=BACKDATE)
+
+    def bundle_pem(self) -> bytes:
+        """The current CA, then the previous ones that have not expired."""
+        kept = [c for c in _certs(self.previous_pem) if _left(c) > dt.timedelta(0)]
+        return self.cert_pem + b"".join(_pem(c) for c in kept)
 
 
 def service_dns_names(service: str, namespace: str) -> list[str]:
@@ -67,34 +101,82 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _certs(pem: bytes) -> list[x509.Certificate]:
+    return x509.load_pem_x509_certificates(pem) if pem.strip() else []
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _left(cert: x509.Certificate) -> dt.timedelta:
+    return cert.not_valid_after_utc - _now()
+
+
+def new_authority(*, days: int = 3650, previous: Authority | None = None) -> Authority:
+    """A fresh CA; ``previous`` (the CA it replaces) stays trusted until it expires."""
+    ca = CertificateAuthority(CA_COMMON_NAME, validity=dt.timedelta(days=days), backdate=BACKDATE)
+    older = previous.bundle_pem() if previous is not None else b""
+    return Authority(ca.cert_pem, ca.key_pem, older)
+
+
+def renew_authority(authority: Authority | None, *, days: int, renew_days: int) -> Authority:
+    """``authority`` while it has more than ``renew_days`` left, else its successor."""
+    if authority is not None:
+        try:
+            current = x509.load_pem_x509_certificate(authority.cert_pem)
+            authority.ca()
+        except ValueError:
+            log.warning("the stored CA is unreadable; making a new one")
+            return new_authority(days=days)
+        if _left(current) > dt.timedelta(days=renew_days):
+            return authority
+        log.info("the CA is due for renewal; the old one stays trusted until it expires")
+    return new_authority(days=days, previous=authority)
+
+
+def issue(authority: Authority, names: Sequence[str], *, days: int) -> CertBundle:
+    """A serving certificate for ``names`` (DNS names and IP addresses) from the CA."""
+    if not names:
+        raise ValueError("a serving certificate needs at least one DNS name or IP address")
+    leaf = authority.ca().issue_serving(list(names), validity=dt.timedelta(days=days))
+    return CertBundle(authority.bundle_pem(), leaf.cert_pem, leaf.key_pem)
+
+
 def generate(
     dns_names: Sequence[str], ip_addresses: Sequence[str] = (), *, days: int = 365
 ) -> CertBundle:
-    """A new CA and a serving certificate for the names, valid ``days`` days.
-
-    Validity starts an hour back so that clocks a little behind ours accept it.
-    """
-    if not dns_names and not ip_addresses:
-        raise ValueError("a serving certificate needs at least one DNS name or IP address")
-    validity = dt.timedelta(days=days)
-    ca = CertificateAuthority(
-        CA_COMMON_NAME, validity=validity + dt.timedelta(days=1), backdate=dt.timedelta(hours=1)
-    )
-    leaf = ca.issue_serving([*dns_names, *ip_addresses], validity=validity)
-    return CertBundle(ca_pem=ca.cert_pem, cert_pem=leaf.cert_pem, key_pem=leaf.key_pem)
+    """A new CA (outliving the leaf by a day) and a serving certificate, valid ``days`` days."""
+    authority = new_authority(days=days + 1)
+    return issue(authority, [*dns_names, *ip_addresses], days=days)
 
 
-def covers(bundle: CertBundle, dns_names: Sequence[str], renew_days: int) -> bool:
-    """True when the serving certificate names every DNS name and lives ``renew_days`` more."""
+def covers(
+    bundle: CertBundle,
+    dns_names: Sequence[str],
+    renew_days: int,
+    authority: Authority | None = None,
+) -> bool:
+    """True when the serving certificate names every DNS name, lives ``renew_days`` more,
+    and (given ``authority``) was issued by its current CA with the current bundle."""
     try:
         cert = x509.load_pem_x509_certificate(bundle.cert_pem)
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except (ValueError, x509.ExtensionNotFound):
         return False
     have = set(san.get_values_for_type(x509.DNSName))
-    return set(dns_names) <= have and cert.not_valid_after_utc - _now() > dt.timedelta(
-        days=renew_days
-    )
+    if not set(dns_names) <= have or _left(cert) <= dt.timedelta(days=renew_days):
+        return False
+    if authority is None:
+        return True
+    try:
+        issuer = x509.load_pem_x509_certificate(authority.cert_pem)
+        cert.verify_directly_issued_by(issuer)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return bundle.ca_pem == authority.bundle_pem()
 
 
 def _write_atomic(path: Path, data: bytes, mode: int) -> None:
@@ -120,61 +202,139 @@ def write_files(bundle: CertBundle, directory: Path) -> None:
     _write_atomic(directory / "tls.crt", bundle.cert_pem, 0o644)
 
 
+def read_files(directory: Path) -> CertBundle | None:
+    try:
+        return CertBundle(
+            (directory / "ca.crt").read_bytes(),
+            (directory / "tls.crt").read_bytes(),
+            (directory / "tls.key").read_bytes(),
+        )
+    except OSError:
+        return None
+
+
+def read_authority_dir(directory: Path) -> Authority | None:
+    try:
+        return Authority(
+            (directory / "ca.crt").read_bytes(),
+            (directory / "ca.key").read_bytes(),
+            (directory / "previous.crt").read_bytes()
+            if (directory / "previous.crt").exists()
+            else b"",
+        )
+    except OSError:
+        return None
+
+
+def write_authority_dir(authority: Authority, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _write_atomic(directory / "ca.key", authority.key_pem, 0o600)
+    _write_atomic(directory / "ca.crt", authority.cert_pem, 0o644)
+    _write_atomic(directory / "previous.crt", authority.previous_pem, 0o644)
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def ensure_secret(
-    api_client: Any,
-    namespace: str,
-    name: str,
+def _unb64(data: dict[str, str], key: str) -> bytes:
+    try:
+        return base64.b64decode(data.get(key, ""), validate=True)
+    except ValueError:
+        return b""
+
+
+class SecretStore:
+    """The two Secrets: the webhook's TLS Secret and the CA Secret beside it."""
+
+    def __init__(self, api_client: Any, namespace: str, name: str) -> None:
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.name = name
+        self.ca_name = f"{name}-ca"
+
+    def _read(self, name: str) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.core.read_namespaced_secret(name, self.namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def _write(self, existing: Any, name: str, kind: str, data: dict[str, bytes]) -> None:
+        from kubernetes import client
+
+        version = existing.metadata.resource_version if existing and existing.metadata else None
+        body = client.V1Secret(
+            metadata=client.V1ObjectMeta(
+                name=name, namespace=self.namespace, resource_version=version
+            ),
+            type=kind,
+            data={k: _b64(v) for k, v in data.items()},
+        )
+        if existing is None:
+            self.core.create_namespaced_secret(self.namespace, body)
+        else:
+            self.core.replace_namespaced_secret(name, self.namespace, body)
+
+    def load(self) -> tuple[Authority | None, CertBundle | None, Any, Any]:
+        ca_secret, tls_secret = self._read(self.ca_name), self._read(self.name)
+        authority = bundle = None
+        if ca_secret is not None and ca_secret.data:
+            authority = Authority(
+                _unb64(ca_secret.data, "ca.crt"),
+                _unb64(ca_secret.data, "ca.key"),
+                _unb64(ca_secret.data, "previous.crt"),
+            )
+        if tls_secret is not None and tls_secret.data:
+            bundle = CertBundle(
+                _unb64(tls_secret.data, "ca.crt"),
+                _unb64(tls_secret.data, "tls.crt"),
+                _unb64(tls_secret.data, "tls.key"),
+            )
+        return authority, bundle, ca_secret, tls_secret
+
+    def store_authority(self, authority: Authority, existing: Any) -> None:
+        data = {"ca.crt": authority.cert_pem, "ca.key": authority.key_pem}
+        data["previous.crt"] = authority.previous_pem
+        self._write(existing, self.ca_name, "Opaque", data)
+
+    def store_bundle(self, bundle: CertBundle, existing: Any) -> None:
+        data = {"tls.crt": bundle.cert_pem, "tls.key": bundle.key_pem, "ca.crt": bundle.ca_pem}
+        self._write(existing, self.name, "kubernetes.io/tls", data)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run decided: the CA and serving certificate to use, and what changed."""
+
+    authority: Authority
+    bundle: CertBundle
+    new_authority: bool
+    new_leaf: bool
+
+
+def plan(
+    authority: Authority | None,
+    bundle: CertBundle | None,
+    names: Sequence[str],
     dns_names: Sequence[str],
-    ip_addresses: Sequence[str],
     *,
     days: int,
     renew_days: int,
-) -> CertBundle:
-    """The bundle stored in the Secret, generated (and stored) when missing or due for renewal."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    core = client.CoreV1Api(api_client)
-    existing = None
-    try:
-        existing = core.read_namespaced_secret(name, namespace)
-    except ApiException as e:
-        if e.status != 404:
-            raise
-    if existing is not None and existing.data:
-        data = existing.data
-        try:
-            bundle = CertBundle(
-                ca_pem=base64.b64decode(data.get("ca.crt", "")),
-                cert_pem=base64.b64decode(data.get("tls.crt", "")),
-                key_pem=base64.b64decode(data.get("tls.key", "")),
-            )
-        except ValueError:
-            bundle = None
-        if bundle is not None and bundle.ca_pem and covers(bundle, dns_names, renew_days):
-            log.info("serving certificate in the Secret is current", extra={"secret": name})
-            return bundle
-    bundle = generate(dns_names, ip_addresses, days=days)
-    version = existing.metadata.resource_version if existing and existing.metadata else None
-    body = client.V1Secret(
-        metadata=client.V1ObjectMeta(name=name, namespace=namespace, resource_version=version),
-        type="kubernetes.io/tls",
-        data={
-            "ca.crt": _b64(bundle.ca_pem),
-            "tls.crt": _b64(bundle.cert_pem),
-            "tls.key": _b64(bundle.key_pem),
-        },
-    )
-    if existing is None:
-        core.create_namespaced_secret(namespace, body)
-    else:
-        core.replace_namespaced_secret(name, namespace, body)
-    log.info("serving certificate stored", extra={"secret": name, "namespace": namespace})
-    return bundle
+    ca_days: int,
+    ca_renew_days: int,
+) -> Plan:
+    """Keep what is current, renew what is due (see the module docstring)."""
+    current = renew_authority(authority, days=ca_days, renew_days=ca_renew_days)
+    changed_ca = current is not authority
+    if bundle is not None and not changed_ca and covers(bundle, dns_names, renew_days, current):
+        return Plan(current, bundle, False, False)
+    return Plan(current, issue(current, names, days=days), changed_ca, True)
 
 
 def patch_ca_bundle(api_client: Any, webhook_config: str, ca_pem: bytes) -> int:
@@ -198,19 +358,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default="kube-system", help="namespace of the Service")
     parser.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
     parser.add_argument("--ip", action="append", default=[], help="extra IP SAN (repeatable)")
-    parser.add_argument("--days", type=int, default=365, help="validity of new certificates")
+    parser.add_argument("--days", type=int, default=90, help="validity of a serving certificate")
     parser.add_argument(
-        "--renew-days", type=int, default=30, help="renew a stored certificate this close to expiry"
+        "--renew-days",
+        type=int,
+        default=30,
+        help="renew the serving certificate this close to expiry",
+    )
+    parser.add_argument("--ca-days", type=int, default=3650, help="validity of a new CA")
+    parser.add_argument(
+        "--ca-renew-days", type=int, default=365, help="replace the CA this close to its expiry"
     )
     parser.add_argument("--out", type=Path, help="directory to write ca.crt, tls.crt, tls.key")
-    parser.add_argument("--secret", help="kubernetes.io/tls Secret in --namespace to keep them in")
+    parser.add_argument("--ca-dir", type=Path, help="where --out keeps the CA (default OUT/ca)")
+    parser.add_argument(
+        "--secret", help="kubernetes.io/tls Secret in --namespace (the CA goes to SECRET-ca)"
+    )
     parser.add_argument("--webhook-config", help="MutatingWebhookConfiguration to give the CA")
     parser.add_argument("--kubeconfig", default="", help="kubeconfig; empty means in-cluster")
 
 
 def run(args: argparse.Namespace) -> int:
     """The ``certs`` command; returns the exit status."""
-    names_ = service_dns_names(args.service, args.namespace) + list(args.dns)
+    dns_names = service_dns_names(args.service, args.namespace) + list(args.dns)
+    names_ = [*dns_names, *args.ip]
     if not (args.out or args.secret or args.webhook_config):
         log.error("certs: nothing to do; pass --out DIR, --secret NAME and/or --webhook-config")
         return 2
@@ -219,22 +390,46 @@ def run(args: argparse.Namespace) -> int:
         from fluence.kube_client import api_client as kube_api_client
 
         api_client = kube_api_client(args.kubeconfig)
-    if args.secret:
-        bundle = ensure_secret(
-            api_client,
-            args.namespace,
-            args.secret,
-            names_,
-            args.ip,
-            days=args.days,
-            renew_days=args.renew_days,
-        )
+    store = SecretStore(api_client, args.namespace, args.secret) if args.secret else None
+    ca_dir: Path | None = args.ca_dir or (args.out / "ca" if args.out else None)
+    if store is not None:
+        authority, bundle, ca_secret, tls_secret = store.load()
     else:
-        bundle = generate(names_, args.ip, days=args.days)
-    if args.out:
-        write_files(bundle, args.out)
-        log.info("certificates written", extra={"dir": str(args.out)})
+        authority = read_authority_dir(ca_dir) if ca_dir else None
+        bundle = read_files(args.out) if args.out else None
+        ca_secret = tls_secret = None
+    decided = plan(
+        authority,
+        bundle,
+        names_,
+        dns_names,
+        days=args.days,
+        renew_days=args.renew_days,
+        ca_days=args.ca_days,
+        ca_renew_days=args.ca_renew_days,
+    )
+    # The CA first, then caBundle, then the serving certificate: a new leaf is never
+    # served before the API server trusts its CA.
+    if decided.new_authority or authority is None:
+        if store is not None:
+            store.store_authority(decided.authority, ca_secret)
+        elif ca_dir is not None:
+            write_authority_dir(decided.authority, ca_dir)
     if args.webhook_config:
-        n = patch_ca_bundle(api_client, args.webhook_config, bundle.ca_pem)
+        n = patch_ca_bundle(api_client, args.webhook_config, decided.bundle.ca_pem)
         log.info("caBundle set", extra={"config": args.webhook_config, "webhooks": n})
+    if decided.new_leaf:
+        if store is not None:
+            store.store_bundle(decided.bundle, tls_secret)
+        if args.out:
+            write_files(decided.bundle, args.out)
+    log.info(
+        "certificates",
+        extra={
+            "new_ca": decided.new_authority,
+            "new_serving_certificate": decided.new_leaf,
+            "secret": args.secret,
+            "dir": str(args.out) if args.out else None,
+        },
+    )
     return 0

@@ -1,8 +1,9 @@
 """Gang wiring: a pod with the group label gets a native PodGroup and a link to it.
 
-Kubernetes 1.36 gangs pods through ``scheduling.k8s.io/v1alpha2`` PodGroups
-referenced by ``spec.schedulingGroup``, a field that is immutable after
-creation, so admission is the one place to set it. The decision (which group,
+Kubernetes gangs pods through ``scheduling.k8s.io`` PodGroups (``v1beta1`` from
+1.37, ``v1alpha2`` in 1.36; the served version is discovered) referenced by
+``spec.schedulingGroup``, a field that is immutable after creation, so
+admission is the one place to set it. The decision (which group,
 which namespace, which size) is pure; talking to the API server goes through
 the small :class:`GangCluster` protocol, run in a thread because the official
 client blocks. Clusters without the API are left alone: the extender reads the
@@ -130,7 +131,9 @@ def resolve_min_count(request: GangRequest, job_size: Callable[[str, str], int |
     return 1
 
 
-def podgroup_body(request: GangRequest, min_count: int) -> dict[str, Any]:
+def podgroup_body(
+    request: GangRequest, min_count: int, version: str = names.PODGROUP_VERSIONS[0]
+) -> dict[str, Any]:
     """The PodGroup for the request's workload, owned by the pod's controlling owner if any."""
     metadata: dict[str, Any] = {
         "name": request.group,
@@ -144,7 +147,7 @@ def podgroup_body(request: GangRequest, min_count: int) -> dict[str, Any]:
     if request.owner is not None:
         metadata["ownerReferences"] = [request.owner.reference()]
     return {
-        "apiVersion": f"{names.PODGROUP_GROUP}/{names.PODGROUP_VERSION}",
+        "apiVersion": f"{names.PODGROUP_GROUP}/{version}",
         "kind": "PodGroup",
         "metadata": metadata,
         "spec": {"schedulingPolicy": {"gang": {"minCount": max(1, min_count)}}},
@@ -165,7 +168,9 @@ def made_for(podgroup: dict[str, Any] | None, request: GangRequest) -> bool:
 class GangCluster(Protocol):
     """The API calls gang wiring needs (blocking; called from a thread)."""
 
-    def serves_podgroups(self) -> bool: ...
+    def served_podgroup_version(self) -> str | None:
+        """The newest version of names.PODGROUP_VERSIONS the API server serves PodGroups in."""
+        ...
 
     def job_size(self, namespace: str, name: str) -> int | None: ...
 
@@ -177,7 +182,7 @@ class GangCluster(Protocol):
         """Create it; True if created, False if it already existed; raises otherwise."""
         ...
 
-    def read_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def read_podgroup(self, namespace: str, name: str, version: str) -> dict[str, Any] | None:
         """The PodGroup as a dict, None when there is none."""
         ...
 
@@ -193,18 +198,21 @@ class KubeGangCluster:
         self._authz = client.AuthorizationV1Api(api_client)
         self._timeout = timeout
 
-    def serves_podgroups(self) -> bool:
+    def served_podgroup_version(self) -> str | None:
         from kubernetes.client.exceptions import ApiException
 
-        try:
-            listing = self._custom.get_api_resources(
-                names.PODGROUP_GROUP, names.PODGROUP_VERSION, _request_timeout=self._timeout
-            )
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            raise
-        return any(r.name == names.PODGROUP_PLURAL for r in listing.resources or ())
+        for version in names.PODGROUP_VERSIONS:
+            try:
+                listing = self._custom.get_api_resources(
+                    names.PODGROUP_GROUP, version, _request_timeout=self._timeout
+                )
+            except ApiException as e:
+                if e.status == 404:
+                    continue
+                raise
+            if any(r.name == names.PODGROUP_PLURAL for r in listing.resources or ()):
+                return version
+        return None
 
     def job_size(self, namespace: str, name: str) -> int | None:
         from kubernetes.client.exceptions import ApiException
@@ -233,7 +241,6 @@ class KubeGangCluster:
                 extra=user.extra or None,
                 resource_attributes=client.V1ResourceAttributes(
                     group=names.PODGROUP_GROUP,
-                    version=names.PODGROUP_VERSION,
                     resource=names.PODGROUP_PLURAL,
                     verb="create",
                     namespace=namespace,
@@ -243,13 +250,13 @@ class KubeGangCluster:
         answer = self._authz.create_subject_access_review(review, _request_timeout=self._timeout)
         return bool(answer.status and answer.status.allowed)
 
-    def read_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def read_podgroup(self, namespace: str, name: str, version: str) -> dict[str, Any] | None:
         from kubernetes.client.exceptions import ApiException
 
         try:
             found = self._custom.get_namespaced_custom_object(
                 names.PODGROUP_GROUP,
-                names.PODGROUP_VERSION,
+                version,
                 namespace,
                 names.PODGROUP_PLURAL,
                 name,
@@ -267,7 +274,7 @@ class KubeGangCluster:
         try:
             self._custom.create_namespaced_custom_object(
                 names.PODGROUP_GROUP,
-                names.PODGROUP_VERSION,
+                body["apiVersion"].rpartition("/")[2],
                 body["metadata"]["namespace"],
                 names.PODGROUP_PLURAL,
                 body,
@@ -316,6 +323,8 @@ class GangWiring:
         self.trusted_controllers = trusted_controllers
         """Usernames of workload controllers whose pods get a PodGroup for their owner."""
         self.served = False
+        self.version = names.PODGROUP_VERSIONS[0]
+        """The PodGroup version the API server serves (meaningful while ``served``)."""
         self._clock = clock
         self._ensured: dict[_Decision, float] = {}
         self.checked_at: float | None = None
@@ -335,23 +344,29 @@ class GangWiring:
         self._ensured[key] = now + self.ensured_ttl
 
     async def refresh(self) -> bool:
-        """Ask the API server (again) whether it serves scheduling.k8s.io/v1alpha2 podgroups."""
+        """Ask the API server (again) which PodGroup version it serves, if any."""
         if self.cluster is None:
             return False
         try:
-            served = await asyncio.to_thread(self.cluster.serves_podgroups)
+            version = await asyncio.to_thread(self.cluster.served_podgroup_version)
         except Exception as e:  # a flaky API server must not stop the webhook
             log.warning(
                 "cannot discover the PodGroup API; gang wiring stays as it was",
                 extra={"error": str(e)},
             )
             return self.served
-        if served != self.served or self.checked_at is None:
+        served = version is not None
+        if served != self.served or version != self.version or self.checked_at is None:
             log.info(
                 "PodGroup API discovery",
-                extra={"served": served, "api": f"{names.PODGROUP_GROUP}/{names.PODGROUP_VERSION}"},
+                extra={
+                    "served": served,
+                    "api": f"{names.PODGROUP_GROUP}/{version}" if version else None,
+                },
             )
         self.served = served
+        if version is not None:
+            self.version = version
         self.checked_at = self._clock()
         return served
 
@@ -415,7 +430,7 @@ class GangWiring:
         """
         try:
             existing = await asyncio.to_thread(
-                cluster.read_podgroup, request.namespace, request.group
+                cluster.read_podgroup, request.namespace, request.group, self.version
             )
         except Exception as e:
             log.error(
@@ -456,7 +471,7 @@ class GangWiring:
         if dry_run:
             return await self._adoptable(cluster, request, warnings, absent_ok=True)
         min_count = await asyncio.to_thread(resolve_min_count, request, cluster.job_size)
-        body = podgroup_body(request, min_count)
+        body = podgroup_body(request, min_count, self.version)
         try:
             created = await asyncio.to_thread(cluster.create_podgroup, body)
         except Exception as e:

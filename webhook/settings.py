@@ -45,7 +45,8 @@ class WebhookSettings(ServerSettings):
         default=True,
         description=(
             "Create a PodGroup for pods carrying the group label and link them through "
-            "spec.schedulingGroup (only when the cluster serves scheduling.k8s.io/v1alpha2)."
+            "spec.schedulingGroup (only when the cluster serves PodGroups: scheduling.k8s.io "
+            "v1beta1, or v1alpha2 on Kubernetes 1.36)."
         ),
     )
     api_recheck_seconds: float = Field(

@@ -17,10 +17,12 @@ import psutil
 import pytest
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
-from testbed import ControlPlane, KubeApiError, ProcessStartError, ensure_binaries
+from testbed import ControlPlane, KubeApiError, ProcessStartError, ensure_release
+from testbed.cluster import selected_release
 from testbed.processes import wait_until
 
-PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups"
+PODGROUP_VERSION = selected_release().podgroup_version
+PODGROUPS = f"/apis/scheduling.k8s.io/{PODGROUP_VERSION}/namespaces/{{ns}}/podgroups"
 DEFAULT_SCHEDULER_CONFIG: dict[str, Any] = {
     "apiVersion": "kubescheduler.config.k8s.io/v1",
     "kind": "KubeSchedulerConfiguration",
@@ -48,11 +50,11 @@ def pod_body(name: str, **spec: Any) -> dict[str, Any]:
 
 def harness_children() -> set[int]:
     """Pids of control-plane binaries that are children of this test process."""
-    bin_dir = ensure_binaries().etcd.parent
+    bin_dirs = {path.parent for path in ensure_release(selected_release().minor).all()}
     pids = set()
     for child in psutil.Process().children(recursive=True):
         try:
-            if Path(child.exe()).parent == bin_dir:
+            if Path(child.exe()).parent in bin_dirs:
                 pids.add(child.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
@@ -66,17 +68,17 @@ def gone(pid: int) -> bool:
         return True
 
 
-def test_podgroup_v1alpha2_and_scheduling_group_round_trip(
+def test_podgroup_and_scheduling_group_round_trip(
     control_plane: ControlPlane, namespace: str, kube: ApiClient
 ) -> None:
     podgroup = {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "apiVersion": f"scheduling.k8s.io/{PODGROUP_VERSION}",
         "kind": "PodGroup",
         "metadata": {"name": "gang"},
         "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
     }
     CustomObjectsApi(kube).create_namespaced_custom_object(
-        "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", podgroup
+        "scheduling.k8s.io", PODGROUP_VERSION, namespace, "podgroups", podgroup
     )
     control_plane.rest.create(
         f"/api/v1/namespaces/{namespace}/pods",

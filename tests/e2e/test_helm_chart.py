@@ -84,6 +84,30 @@ def test_values_change_what_they_name() -> None:
     assert "cert-manager.io/inject-ca-from" not in (hook["metadata"].get("annotations") or {})
     webhook = container(off, "fluence-webhook", "webhook")
     assert env_of(webhook)["FLUENCE_TLS_CERT"] == "/etc/fluence/tls/tls.crt"
+    # Without cert-manager a CronJob renews the certificate, under its own narrow account.
+    (cron,) = [d for d in off if d["kind"] == "CronJob"]
+    job_spec = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert job_spec["serviceAccountName"] == "fluence-webhook-certs"
+    assert job_spec["containers"][0]["command"][:2] == ["fluence-webhook", "certs"]
+    role = next(
+        d for d in off if d["kind"] == "Role" and d["metadata"]["name"] == cron["metadata"]["name"]
+    )
+    named = next(r for r in role["rules"] if "resourceNames" in r)
+    assert named["resourceNames"] == ["fluence-webhook-tls", "fluence-webhook-tls-ca"]
+    no_cron = documents(
+        template(
+            CHART, *VARIANTS["cert-manager-off"], "--set", "webhook.certsCronJob.enabled=false"
+        )
+    )
+    assert "CronJob" not in {d["kind"] for d in no_cron}
+    # With cert-manager: a long-lived CA issues the serving certificate (stable caBundle).
+    on = documents(template(CHART))
+    assert "CronJob" not in {d["kind"] for d in on}
+    certificates = {d["metadata"]["name"]: d["spec"] for d in on if d["kind"] == "Certificate"}
+    assert certificates["fluence-webhook-ca"]["isCA"] is True
+    assert certificates["fluence-webhook"]["issuerRef"] == {"kind": "Issuer", "name": "fluence-ca"}
+    issuers = {d["metadata"]["name"]: d["spec"] for d in on if d["kind"] == "Issuer"}
+    assert issuers["fluence-ca"] == {"ca": {"secretName": "fluence-webhook-ca"}}
     exposed = documents(template(CHART, *VARIANTS["extender-service"]))
     assert ("Service", "fluence-extender") in ids(exposed)
     extender = env_of(container(exposed, "fluence-scheduler", "extender"))

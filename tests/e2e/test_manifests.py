@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from testbed import ControlPlane, KubeApiError
-from testbed.cluster import FEATURE_GATES, RUNTIME_CONFIG
+from testbed.cluster import RELEASES
 from testbed.workloads import Discovery
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,9 +154,10 @@ def test_server_side_dry_run_accepts_every_object(
 def test_kind_config_enables_what_the_test_control_plane_enables() -> None:
     config = yaml.safe_load((REPO / "deploy" / "kind-config.yaml").read_text())
     assert config["apiVersion"] == "kind.x-k8s.io/v1alpha4" and config["kind"] == "Cluster"
-    gates = dict(item.split("=") for item in FEATURE_GATES.split(","))
+    release = RELEASES["1.36"]  # kind's node image is the 1.36 one
+    gates = dict(item.split("=") for item in release.feature_gates.split(","))
     assert {k: str(v).lower() for k, v in config["featureGates"].items()} == gates
-    group_version, value = RUNTIME_CONFIG.split("=")
+    group_version, value = release.runtime_config.split("=")
     assert config["runtimeConfig"] == {group_version: value}
     images = {node["image"] for node in config["nodes"]}
     assert len(images) == 1

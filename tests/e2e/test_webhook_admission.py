@@ -152,7 +152,8 @@ def test_downward_env_resolves_to_the_backend_annotation(
 
 def podgroup(control_plane: ControlPlane, namespace: str, name: str) -> Any:
     return control_plane.rest.get(
-        f"/apis/{names.PODGROUP_GROUP}/{names.PODGROUP_VERSION}/namespaces/{namespace}"
+        f"/apis/{names.PODGROUP_GROUP}/{control_plane.release.podgroup_version}"
+        f"/namespaces/{namespace}"
         f"/{names.PODGROUP_PLURAL}/{name}"
     )
 

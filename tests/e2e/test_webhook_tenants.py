@@ -169,9 +169,13 @@ def test_a_tenant_without_podgroup_rights_gets_no_podgroup_from_the_webhook(
     alice = control_plane.rest.impersonating("alice")
     with pytest.raises(KubeApiError) as denied:  # what alice may do herself
         alice.create(
-            f"/apis/{names.PODGROUP_GROUP}/{names.PODGROUP_VERSION}/namespaces/{namespace}"
+            f"/apis/{names.PODGROUP_GROUP}/{control_plane.release.podgroup_version}"
+            f"/namespaces/{namespace}"
             f"/{names.PODGROUP_PLURAL}",
-            {"apiVersion": f"{names.PODGROUP_GROUP}/{names.PODGROUP_VERSION}", "kind": "PodGroup"},
+            {
+                "apiVersion": f"{names.PODGROUP_GROUP}/{control_plane.release.podgroup_version}",
+                "kind": "PodGroup",
+            },
         )
     assert denied.value.status == 403
     stored = create_pod(alice, namespace, gang_pod("a-0", "squat", size=64))

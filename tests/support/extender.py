@@ -21,6 +21,7 @@ from scheduler_extender.app import create_app
 from scheduler_extender.inspect import inspect_routes
 from scheduler_extender.scheduling import Scheduler
 from testbed import ControlPlane, SchedulerHandle
+from testbed.cluster import selected_release
 from testbed.schedconfig import scheduler_config
 
 SUITE_LABEL = "fluence-e2e/suite"
@@ -86,14 +87,15 @@ def pod_body(
 
 def create_podgroup(custom: CustomObjectsApi, namespace: str, name: str, min_count: int) -> None:
     """A gang PodGroup of ``min_count`` pods."""
+    version = selected_release().podgroup_version
     body = {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "apiVersion": f"scheduling.k8s.io/{version}",
         "kind": "PodGroup",
         "metadata": {"name": name},
         "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
     }
     custom.create_namespaced_custom_object(
-        "scheduling.k8s.io", "v1alpha2", namespace, "podgroups", body
+        "scheduling.k8s.io", version, namespace, "podgroups", body
     )
 
 

@@ -91,8 +91,8 @@ func (p *peer) PluginConnected(ctx context.Context, resource string, dp plugin.D
 	return nil
 }
 
-func (p *peer) PluginDisconnected(_ klog.Logger, resource string) {
-	p.emit(map[string]any{"event": "disconnected", "resource": resource})
+func (p *peer) PluginDisconnected(_ klog.Logger, resource string, socket string) {
+	p.emit(map[string]any{"event": "disconnected", "resource": resource, "socket": socket})
 }
 
 func (p *peer) PluginListAndWatchReceiver(_ klog.Logger, resource string, resp *api.ListAndWatchResponse) {

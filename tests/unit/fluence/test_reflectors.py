@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -110,6 +111,28 @@ def test_an_api_that_is_not_served_counts_as_synced_and_empty() -> None:
     try:
         assert r.synced.wait(5)
         assert r.items() == [] and not r.served
+    finally:
+        r.stop()
+
+
+def test_an_api_that_stops_being_served_forgets_its_objects() -> None:
+    """After an upgrade removes a version (PodGroup v1alpha2 in 1.37), its objects are gone."""
+    api = ScriptedApi()
+    api.lists = [
+        _list("10", [_pod("a", "9")]),
+        ApiStatusError(404, "the server could not find the requested resource"),
+    ]
+    api.watches = [_watch({"type": "ERROR", "object": {"code": 410, "message": "too old"}})]
+    r: Reflector[Pod] = Reflector(
+        api, "/apis/x/v1/podgroups", decode_pod, lambda p: p.key, optional=True
+    )
+    r.start()
+    try:
+        assert r.synced.wait(5)
+        deadline = time.monotonic() + 5
+        while r.served and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not r.served and r.items() == []
     finally:
         r.stop()
 

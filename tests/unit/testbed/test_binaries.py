@@ -62,7 +62,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
 
 
 def test_version_comes_from_the_real_go_mod() -> None:
-    assert binaries.kubernetes_version() == "v1.36.3"
+    assert binaries.kubernetes_version() == "v1.37.2"
 
 
 def test_version_parsed_from_require_block(tmp_path: Path) -> None:
@@ -192,3 +192,25 @@ def test_missing_go_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert shutil.which("go") is None
     with pytest.raises(BinariesError, match="`go` toolchain is not on PATH"):
         binaries.ensure_binaries(module, log=io.StringIO())
+
+
+def test_an_earlier_release_takes_its_components_from_its_own_module(
+    env: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, calls = env
+    module = make_module(tmp_path / "main", "v1.37.2")
+    compat = tmp_path / "compat"
+    compat.mkdir()
+    (compat / "go.mod").write_text("module x\n\nrequire k8s.io/kubernetes v1.36.3\n")
+    (compat / "go.sum").write_text("\n")
+    monkeypatch.setattr(binaries, "MODULE_DIR", module)
+    monkeypatch.setattr(binaries, "COMPAT_MODULE_DIRS", {"1.36": compat})
+    got = binaries.ensure_release("1.36", log=io.StringIO())
+    assert got.kube_apiserver.parent.parent.name == "k8s-v1.36.3-components"
+    assert got.etcd.parent.parent.name == "k8s-v1.37.2"
+    assert binaries.targets_of(compat) == binaries.COMPONENT_TARGETS
+    builds = calls.read_text().splitlines()
+    assert len(builds) == 2 and builds[1].endswith(" ".join(binaries.COMPONENT_TARGETS))
+    assert binaries.ensure_release(None, log=io.StringIO()).etcd == got.etcd
+    with pytest.raises(binaries.BinariesError, match="not supported"):
+        binaries.ensure_release("1.20", log=io.StringIO())

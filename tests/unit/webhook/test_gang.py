@@ -46,6 +46,7 @@ class FakeCluster:
         allowed: frozenset[str] | None = None,
     ) -> None:
         self.served = served
+        self.version = "v1beta1"
         self.jobs = jobs or {}
         self.fail = fail
         self.allowed = allowed
@@ -58,7 +59,7 @@ class FakeCluster:
         self.reviews.append((user, namespace))
         return self.allowed is None or user.username in self.allowed
 
-    def read_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def read_podgroup(self, namespace: str, name: str, version: str) -> dict[str, Any] | None:
         return next(
             (
                 b
@@ -68,8 +69,8 @@ class FakeCluster:
             None,
         )
 
-    def serves_podgroups(self) -> bool:
-        return self.served
+    def served_podgroup_version(self) -> str | None:
+        return self.version if self.served else None
 
     def job_size(self, namespace: str, name: str) -> int | None:
         self.job_reads.append((namespace, name))
@@ -149,7 +150,7 @@ def test_only_batch_jobs_count_as_owner() -> None:
 
 def test_podgroup_body_is_marked_as_ours_and_for_whom() -> None:
     body = podgroup_body(GangRequest("g", "ns", None, None, user=UserInfo(username="bob")), 0)
-    assert body["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert body["apiVersion"] == "scheduling.k8s.io/v1beta1"
     assert body["metadata"]["annotations"] == {
         names.ANNOTATION_CREATED_BY: "fluence-webhook",
         names.ANNOTATION_CREATED_FOR: "user/bob",
@@ -262,10 +263,10 @@ async def test_discovery_errors_keep_the_last_answer() -> None:
     wiring = GangWiring(cluster)
     assert await wiring.refresh()
 
-    def broken() -> bool:
+    def broken() -> str | None:
         raise ConnectionError("api server down")
 
-    cluster.serves_podgroups = broken  # type: ignore[method-assign]
+    cluster.served_podgroup_version = broken  # type: ignore[method-assign]
     assert await wiring.refresh()
     assert wiring.served
 
@@ -392,3 +393,17 @@ async def test_a_failed_review_admits_without_a_link() -> None:
     ops, warnings = await wire(wiring, GangRequest("g", "ns", 2, None, user=ALICE))
     assert ops == [] and cluster.created == []
     assert "could not check whether 'alice' may create PodGroups" in warnings[0]
+
+
+async def test_podgroups_are_created_in_the_version_the_api_server_serves() -> None:
+    cluster = FakeCluster()
+    cluster.version = "v1alpha2"  # a Kubernetes 1.36 cluster
+    wiring = GangWiring(cluster)
+    assert await wiring.refresh() and wiring.version == "v1alpha2"
+    assert await wire(wiring, GangRequest("g", "ns", 2, None)) == (LINK, [])
+    assert cluster.created[0]["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    cluster.version = "v1beta1"  # upgraded to 1.37
+    await wiring.refresh()
+    ops, _ = await wire(wiring, GangRequest("h", "ns", 2, None))
+    assert ops[0]["value"] == {"podGroupName": "h"}
+    assert cluster.created[1]["apiVersion"] == "scheduling.k8s.io/v1beta1"
