@@ -9,9 +9,17 @@ resource at every depth is a vertex of type ``node`` (basename = its type) with
 ``fluxion.flux-framework.org/<k>=<v>`` for its attributes and top-level
 backend. Pools are matched in partial-pool mode so many pods share a node.
 
+Topology levels sit between the root and the nodes: for each configured node
+label key, in order (zone, then rack by default), a vertex typed after the key's
+last segment and named after the label's value, so a node labelled
+``zone=a, rack=r1`` lives at ``/cluster/a/r1/<node>``. A node without one of
+the labels hangs from the deepest level it has. Jobspecs may then ask for one
+rack holding a whole gang (:meth:`ClusterGraph.domains` lists them).
+
 Live updates without restart: a new node is attached as a subgraph; a deleted
 node is removed (or marked down until the jobs on it end); a cordoned node is
-marked down; a node whose allocatable changed, or a new resources config, makes
+marked down; a node whose allocatable or topology labels changed, or a new
+resources config, makes
 the graph rebuild and replay every held job (jobs that no longer fit are
 reported back to the caller).
 """
@@ -26,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fluence import names
+from fluence.group_jobspec import JobspecError
 from fluence.pods import COMPUTE_TYPES, CORE, GPU, MEMORY, Node, Pod, node_capacity
 from fluence.resources import Resource, ResourcesConfig
 from fluxion_nb import Graph
@@ -39,6 +48,15 @@ PARTIAL_POOLS = frozenset({CORE, MEMORY, GPU})
 HOLD_DURATION = 3153600000
 """How long a ``duration: 0`` job is held: the graph's whole horizon (until cancelled)."""
 _UNITS = {CORE: "", MEMORY: "MiB", GPU: ""}
+DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/rack")
+"""Node label keys that become graph levels, outermost first."""
+
+
+def level_type(key: str) -> str:
+    """The vertex type of a topology key's level: its last segment (``zone``, ``rack``)."""
+    return key.rsplit("/", 1)[-1].lower()
+
+
 _TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -187,9 +205,18 @@ class ClusterGraph:
         nodes: Iterable[Node] = (),
         *,
         policy: str = "first",
+        topology: Iterable[str] = DEFAULT_TOPOLOGY_KEYS,
     ) -> None:
         self.lock = threading.RLock()
         self.policy = policy
+        self.topology_keys = tuple(topology)
+        """Node label keys that are graph levels, outermost first."""
+        types = [level_type(k) for k in self.topology_keys]
+        if len(set(types)) != len(types) or set(types) & {CLUSTER, "node", *COMPUTE_TYPES}:
+            raise ValueError(
+                f"topology keys {list(self.topology_keys)} give level types {types}: each must "
+                "end in its own name, other than cluster, node, core, memory or gpu"
+            )
         self._config = config
         self._known_types = frozenset(config.types())
         self._jobs: dict[int, HeldJob] = {}
@@ -219,7 +246,7 @@ class ClusterGraph:
         """Names of the resources that sit beside the nodes, under the cluster vertex."""
         return {r.name for r in config.resources if r.parent in ("", CLUSTER) and r.name}
 
-    _STATE = ("_b", "_nodes", "_tainted", "_backends", "_root", "jgf", "_empty", "_g")
+    _STATE = ("_b", "_nodes", "_tainted", "_backends", "_root", "_levels", "jgf", "_empty", "_g")
 
     def _rebuild_unsafe(self, nodes: Mapping[str, Node]) -> list[int]:
         self._b = _Builder()
@@ -230,6 +257,7 @@ class ClusterGraph:
         edges: list[dict[str, Any]] = []
         root = self._b.vertex(CLUSTER, CLUSTER, CLUSTER, "")
         self._root = root
+        self._levels: dict[str, dict[str, Any]] = {}
         verts.append(root)
         virtual = self._virtual_names(self._config)
         for name in sorted(nodes):
@@ -239,7 +267,7 @@ class ClusterGraph:
                     extra={"node": name},
                 )
                 continue
-            v, e = self._node_subgraph(nodes[name])
+            v, e, _ = self._node_subgraph(nodes[name])
             verts += v
             edges += e
         for res in self._config.resources:
@@ -277,14 +305,69 @@ class ClusterGraph:
                 self._job_nodes.pop(jobid, None)
         return lost
 
-    def _node_subgraph(self, node: Node) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        root_uid = self._root["id"]
+    def level_of(self, key: str) -> str:
+        """The graph level (vertex type) of topology key ``key``; JobspecError if none."""
+        if key not in self.topology_keys:
+            raise JobspecError(
+                f"topology key {key!r} is not a level of the cluster graph "
+                f"({', '.join(self.topology_keys) or 'none configured'}); "
+                "set FLUENCE_TOPOLOGY_KEYS to include it"
+            )
+        return level_type(key)
+
+    def domains(self, level: str) -> dict[str, list[str]]:
+        """The nodes in each vertex of type ``level``, by its path (nodes without it: none)."""
+        with self.lock:
+            found: dict[str, list[str]] = {}
+            for name, nv in sorted(self._nodes.items()):
+                if nv.node is None or nv.deleted:
+                    continue
+                parts = nv.path.split("/")  # "", cluster, level values..., node
+                levels = self.level_path(nv.node)
+                for depth, (typ, _) in enumerate(levels):
+                    if typ == level:
+                        found.setdefault("/".join(parts[: depth + 3]), []).append(name)
+                        break
+            return found
+
+    def level_path(self, node: Node) -> list[tuple[str, str]]:
+        """(type, label value) of each topology level the node has, outermost first."""
+        labels = node.metadata.labels
+        return [(level_type(k), labels[k]) for k in self.topology_keys if labels.get(k)]
+
+    def _levels_for(
+        self, node: Node
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The node's parent vertex, the level vertices above it that exist already, and
+        the level vertices and edges to add for it."""
+        parent = self._root
+        existing: list[dict[str, Any]] = []
+        verts: list[dict[str, Any]] = []
+        edges: list[dict[str, Any]] = []
+        for typ, value in self.level_path(node):
+            path = f"{parent['metadata']['paths']['containment']}/{value}"
+            found = self._levels.get(path)
+            if found is None:
+                found = self._b.vertex(typ, typ, value, parent["metadata"]["paths"]["containment"])
+                self._levels[path] = found
+                verts.append(found)
+                edges.append(_edge(parent["id"], found["id"]))
+            elif not verts:
+                existing.append(found)
+            parent = found
+        return parent, existing, verts, edges
+
+    def _node_subgraph(
+        self, node: Node
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The node's vertices and edges (new levels included), and the existing levels above."""
+        parent, above, verts, edges = self._levels_for(node)
         cap = node_capacity(node)
         nv_json = self._b.vertex(
             "node",
             "node",
             node.name,
-            f"/{CLUSTER}",
+            parent["metadata"]["paths"]["containment"],
             rank=True,
             flat={"hostname": node.name},
             properties={names.PROPERTY_VIRTUAL_FALSE: ""},
@@ -293,8 +376,8 @@ class ClusterGraph:
         nv = NodeVertices(uid=nv_json["id"], path=path, capacity=cap, node=node)
         self._index_taints(node)
         nv.down = not schedulable(node)
-        verts = [nv_json]
-        edges = [_edge(root_uid, nv.uid)]
+        verts.append(nv_json)
+        edges.append(_edge(parent["id"], nv.uid))
         for t in COMPUTE_TYPES:
             size = cap.get(t, 0)
             if size <= 0:
@@ -310,7 +393,7 @@ class ClusterGraph:
                 verts += v
                 edges += e
         self._nodes[node.name] = nv
-        return verts, edges
+        return verts, edges, above
 
     def _virtual_subgraph(
         self, res: Resource, parent: dict[str, Any], top: bool = True
@@ -360,8 +443,8 @@ class ClusterGraph:
                         f"node {node.name!r} has the name of a configured resource ({path}); "
                         "it is left out of the graph until one of them is renamed"
                     )
-                v, e = self._node_subgraph(node)
-                sub = {"graph": {"nodes": [self._root, *v], "edges": e}}
+                v, e, above = self._node_subgraph(node)
+                sub = {"graph": {"nodes": [self._root, *above, *v], "edges": e}}
                 self._g.attach(json.dumps(sub))
                 self.jgf["graph"]["nodes"] += v
                 self.jgf["graph"]["edges"] += e
@@ -369,7 +452,9 @@ class ClusterGraph:
                 if self._nodes[node.name].down:
                     self._g.set_status(self._nodes[node.name].path, False)
                 return []
-            if node_capacity(node) != nv.capacity:
+            old = nv.node
+            moved = old is not None and self.level_path(old) != self.level_path(node)
+            if node_capacity(node) != nv.capacity or moved:
                 nodes = self._live_nodes()
                 nodes[node.name] = node
                 return self._rebuild(nodes)

@@ -43,6 +43,8 @@ class GroupRef:
     name: str
     source: str
     min_count: int
+    topology: str = ""
+    """Node label key one domain of which must hold the whole group ("" when none)."""
 
     @property
     def single(self) -> bool:
@@ -91,20 +93,31 @@ def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
     ns = pod.metadata.namespace
     source, name = group_name(pod)
     min_count = 1
+    pg: PodGroup | None = None
     if source in (NATIVE, LABEL_K8S):
         pg = lookup(names.PODGROUP_GROUP, ns, name)
         min_count = pg.min_count if pg else 1
     elif source == LABEL_FLUENCE:
         size = parse_group_size(pod.metadata.annotations.get(names.ANNOTATION_GROUP_SIZE, ""))
+        pg = lookup(names.PODGROUP_GROUP, ns, name)
         if size is not None:
             min_count = size
-        else:
-            pg = lookup(names.PODGROUP_GROUP, ns, name)
-            min_count = pg.min_count if pg else 1
+        elif pg is not None:
+            min_count = pg.min_count
     elif source == LABEL_X_K8S:
         pg = lookup(names.X_PODGROUP_GROUP, ns, name)
         min_count = pg.min_count if pg else 1
-    return GroupRef(key=f"{ns}/{name}", namespace=ns, name=name, source=source, min_count=min_count)
+    topology = (pg.topology_key if pg else "") or pod.metadata.annotations.get(
+        names.ANNOTATION_TOPOLOGY, ""
+    )
+    return GroupRef(
+        key=f"{ns}/{name}",
+        namespace=ns,
+        name=name,
+        source=source,
+        min_count=min_count,
+        topology=topology,
+    )
 
 
 def same_group(pod: Pod, ref: GroupRef) -> bool:

@@ -317,12 +317,16 @@ class Ledger:
 
     # ---- placing -----------------------------------------------------------------------
 
-    def place(self, group: str, pods: Sequence[Pod], exclude: Sequence[str] = ()) -> PlaceResult:
+    def place(
+        self, group: str, pods: Sequence[Pod], exclude: Sequence[str] = (), *, topology: str = ""
+    ) -> PlaceResult:
         """Match ``pods`` of ``group`` as a whole and split the result into tentative holdings.
 
         All or nothing: when one jobspec fails, everything matched so far is undone.
+        ``topology``: a node label key one domain of which must hold every pod.
         """
         split = {p.key: split_requests(pod_requests(p)) for p in pods}
+        level = self.graph.level_of(topology) if topology else ""
         specs = group_jobspecs(group, pods, self.graph.known_types(), exclude, split=split)
         with _tracer.start_as_current_span("match") as span:
             span.set_attribute("group", group)
@@ -330,7 +334,10 @@ class Ledger:
             started = time.perf_counter()
             with self.lock, self.graph.lock:
                 try:
-                    result = self._place_locked(group, pods, specs, split)
+                    if level:
+                        result = self._place_in_one_domain(group, pods, exclude, split, level)
+                    else:
+                        result = self._place_locked(group, pods, specs, split)
                 finally:
                     elapsed = time.perf_counter() - started
             span.set_attribute("status", result.status)
@@ -350,6 +357,42 @@ class Ledger:
         """The outcome of the group's most recent match, if one was made here."""
         with self.lock:
             return self._last_match.get(group)
+
+    def _place_in_one_domain(
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: Sequence[str],
+        split: Mapping[str, Split],
+        level: str,
+    ) -> PlaceResult:
+        """Place the whole group inside one vertex of type ``level`` (a rack, say).
+
+        Each domain is tried in path order with every node outside it excluded, so the
+        matcher's own all-or-nothing match decides; the first domain that holds the
+        group wins. Busy when some domain could hold it once capacity frees.
+        """
+        everywhere = set(self.graph.node_names())
+        busy = 0
+        domains = self.graph.domains(level)
+        for members in domains.values():
+            outside = sorted(set(exclude) | (everywhere - set(members)))
+            specs = group_jobspecs(group, pods, self.graph.known_types(), outside, split=split)
+            result = self._place_locked(group, pods, specs, split)
+            if result.status == "allocated":
+                return result
+            busy += result.status == "busy"
+        if busy:
+            return PlaceResult(
+                "busy",
+                f"group {group}: no single {level} has room for all of its pods now "
+                f"({busy} of {len(domains)} could hold them once capacity frees)",
+            )
+        return PlaceResult(
+            "unsatisfiable",
+            f"group {group} can never fit: no {level} ({len(domains)} in the graph) can hold "
+            "all of its pods, and the group requires one",
+        )
 
     def _place_locked(
         self, group: str, pods: Sequence[Pod], specs: GroupSpecs, split: Mapping[str, Split]

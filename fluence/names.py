@@ -31,6 +31,9 @@ ANNOTATION_REQUIRE_PREFIX = f"{DOMAIN}/require-"
 """`require-<attr>: <value>` adds the constraint fluxion.flux-framework.org/<attr>=<value>."""
 LABEL_GROUP = f"{DOMAIN}/group"
 ANNOTATION_GROUP_SIZE = f"{DOMAIN}/group-size"
+# A node label key (a topology level of the graph, e.g. topology.kubernetes.io/rack) one
+# domain of which must hold the whole group: ours for gangs without a v1beta1 PodGroup.
+ANNOTATION_TOPOLOGY = f"{DOMAIN}/topology"
 ANNOTATION_ENV_CONTAINERS = f"{DOMAIN}/env-containers"
 """Comma-separated container names that also get the backend env (sidecars)."""
 

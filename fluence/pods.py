@@ -211,8 +211,18 @@ class SchedulingPolicy(msgspec.Struct, omit_defaults=True):
     gang: Gang | None = None
 
 
+class TopologyConstraint(msgspec.Struct, omit_defaults=True):
+    key: str = ""
+
+
+class SchedulingConstraints(msgspec.Struct, omit_defaults=True):
+    topology: list[TopologyConstraint] | None = None
+
+
 class PodGroupSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     scheduling_policy: SchedulingPolicy | None = None
+    scheduling_constraints: SchedulingConstraints | None = None
+    """scheduling.k8s.io/v1beta1: every pod of the group in one domain of a node label."""
     min_member: int | None = None
     """scheduling.x-k8s.io/v1alpha1 (scheduler-plugins) spelling of the gang size."""
 
@@ -225,6 +235,15 @@ class PodGroup(msgspec.Struct, omit_defaults=True):
     @property
     def key(self) -> str:
         return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @property
+    def topology_key(self) -> str:
+        """The node label key whose one domain must hold the whole group ("" when none)."""
+        constraints = self.spec.scheduling_constraints
+        for c in (constraints.topology if constraints else None) or ():
+            if c.key:
+                return c.key
+        return ""
 
     @property
     def min_count(self) -> int:

@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"FLUENCE_RESOURCES={settings.resources}: {exc}") from exc
     api = api_client(settings.kubeconfig, connections=WATCH_CONNECTIONS + SPARE_CONNECTIONS)
     cache = ClusterReflectors(api)
-    graph = ClusterGraph(config, policy=settings.match_policy)
+    topology = [k.strip() for k in settings.topology_keys.split(",") if k.strip()]
+    graph = ClusterGraph(config, policy=settings.match_policy, topology=topology)
     try:
         seal = load_seal(settings.record_key_file)
     except SealKeyError as exc:

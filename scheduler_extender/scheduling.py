@@ -154,7 +154,9 @@ class Scheduler:
         ]
         if pod.key not in {m.key for m in to_place}:
             to_place.append(pod)
-        return self._place(ref.key, to_place, pod, candidates, only_candidates=False)
+        return self._place(
+            ref.key, to_place, pod, candidates, only_candidates=False, topology=ref.topology
+        )
 
     def _members(self, pod: Pod, ref: groups.GroupRef) -> list[Pod]:
         if ref.single:
@@ -175,6 +177,7 @@ class Scheduler:
         candidates: Collection[str],
         *,
         only_candidates: bool,
+        topology: str = "",
     ) -> FilterOutcome:
         exclude: set[str] = set()
         seen: set[bytes] = set()
@@ -191,7 +194,7 @@ class Scheduler:
             allowed = set(candidates)
             exclude.update(n for n in self.graph.node_names() if n not in allowed)
         try:
-            res = self.ledger.place(group, pods, sorted(exclude))
+            res = self.ledger.place(group, pods, sorted(exclude), topology=topology)
         except JobspecError as exc:
             return FilterOutcome(unresolvable={n: str(exc) for n in candidates})
         except LedgerError as exc:

@@ -26,6 +26,12 @@ class ExtenderSettings(ServerSettings):
         "fluence-record-key Secret, mounted into the extender only); every replica needs the "
         "same key. Missing: a per-process key, so records do not survive a restart.",
     )
+    topology_keys: str = Field(
+        default="topology.kubernetes.io/zone,topology.kubernetes.io/rack",
+        description="Comma-separated node label keys that become levels of the graph, "
+        "outermost first; a group may require one domain of any of them (PodGroup "
+        "schedulingConstraints.topology, or the fluence.flux-framework.org/topology annotation).",
+    )
     scheduler_name: str = Field(
         default="fluence", description="spec.schedulerName of the pods this extender places."
     )

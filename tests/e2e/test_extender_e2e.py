@@ -718,3 +718,32 @@ def test_a_job_gang_runs_to_completion_and_its_capacity_is_released(suite: Suite
         "fluence to release the finished gang",
     )
     assert not suite.state_pods()
+
+
+def test_a_gang_that_requires_one_rack_lands_in_one_rack(suite: Suite) -> None:
+    """Nodes labelled with racks become graph levels; the gang asks for one rack."""
+    rack_key = "topology.kubernetes.io/rack"
+    for rack in ("ra", "rb"):
+        made = suite.stack.cp.add_nodes(
+            2,
+            prefix=f"f{suite.id}-{rack}-",
+            capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
+            labels={SUITE_LABEL: suite.id, rack_key: f"{suite.id}-{rack}"},
+        )
+        suite.nodes += made
+    wait_for(
+        lambda: all(n in suite.stack.extender.state()["nodes"] for n in suite.nodes),
+        20,
+        "the extender to see the racks",
+    )
+    suite.pod("blocker", cpu="3", labels={}, annotations={})
+    blocker_node = suite.wait_bound("blocker")["blocker"]
+    lab = {names.LABEL_GROUP: "racked"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "3", names.ANNOTATION_TOPOLOGY: rack_key}
+    for i in range(3):
+        suite.pod(f"racked-{i}", cpu="2", labels=lab, annotations=ann)
+    bound = suite.wait_bound(*(f"racked-{i}" for i in range(3)))
+    racks = {n.split("-")[1] for n in bound.values()}
+    assert len(racks) == 1, bound  # one rack holds the whole gang
+    blocked_rack = blocker_node.split("-")[1]
+    assert racks != {blocked_rack}  # the blocked rack has room for two pods only

@@ -1,0 +1,134 @@
+"""Topology levels from node labels, and gangs that must fit in one rack."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from fluence import names, resources
+from fluence.cluster_graph import ClusterGraph, level_type
+from fluence.group_jobspec import JobspecError
+from fluence.groups import identify
+from fluence.ledger import Ledger
+from fluence.pods import Node, PodGroup, decode_node, decode_podgroup
+from tests.unit.fluence.test_pods import make_node, make_pod
+
+EXAMPLES = resources.load("examples/resources.yaml")
+ZONE, RACK = "topology.kubernetes.io/zone", "topology.kubernetes.io/rack"
+
+
+def node(name: str, zone: str | None, rack: str | None, cpu: str = "4") -> Node:
+    doc: dict[str, Any] = make_node(name, cpu=cpu, raw=True)
+    if zone:
+        doc["metadata"]["labels"][ZONE] = zone
+    if rack:
+        doc["metadata"]["labels"][RACK] = rack
+    return decode_node(json.dumps(doc))
+
+
+def racks(n_racks: int, per_rack: int, cpu: str = "4") -> list[Node]:
+    return [
+        node(f"r{r}n{i}", "z0" if r < n_racks // 2 or n_racks == 1 else "z1", f"rack{r}", cpu)
+        for r in range(n_racks)
+        for i in range(per_rack)
+    ]
+
+
+def paths(graph: ClusterGraph) -> dict[str, str]:
+    return {
+        v["metadata"]["name"]: v["metadata"]["paths"]["containment"]
+        for v in graph.jgf["graph"]["nodes"]
+        if v["metadata"]["type"] in ("zone", "rack", "node")
+    }
+
+
+def test_nodes_hang_under_their_zone_and_rack() -> None:
+    g = ClusterGraph(
+        EXAMPLES, [node("a", "z1", "r1"), node("b", "z1", None), node("c", None, None)]
+    )
+    p = paths(g)
+    assert p["a"] == "/cluster/z1/r1/a"
+    assert p["b"] == "/cluster/z1/b"  # no rack label: under its zone
+    assert p["c"] == "/cluster/c"
+    assert p["r1"] == "/cluster/z1/r1"
+    assert level_type(RACK) == "rack"
+
+
+def test_a_new_node_joins_an_existing_rack_and_a_relabelled_node_moves() -> None:
+    g = ClusterGraph(EXAMPLES, [node("a", "z1", "r1")])
+    g.upsert_node(node("b", "z1", "r1"))  # attached under the existing rack
+    g.upsert_node(node("c", "z2", "r9"))  # new zone and rack on the way
+    p = paths(g)
+    assert (p["b"], p["c"]) == ("/cluster/z1/r1/b", "/cluster/z2/r9/c")
+    g.upsert_node(node("b", "z2", "r9"))
+    assert paths(g)["b"] == "/cluster/z2/r9/b"
+    assert g.node_usage()["b"]["core"]["capacity"] == 4000
+
+
+def test_a_rack_constrained_gang_lands_in_one_rack() -> None:
+    # Two racks of 2 nodes x 4 cpu; 3 of r0n0's cpus are taken, so rack0 holds only two
+    # more pods of 2 cpu: three would fit across racks, but one rack must hold them all.
+    g = ClusterGraph(EXAMPLES, racks(2, 2))
+    ledger = Ledger(g)
+    blocker = make_pod("blocker", cpu="3")
+    ledger.place("default/blocker", [blocker], [n for n in g.node_names() if n != "r0n0"])
+    gang = [make_pod(f"w{i}", cpu="2", group="g") for i in range(3)]
+    res = ledger.place("default/g", gang, topology=RACK)
+    assert res.status == "allocated", res.message
+    placed = {h.node for h in res.holdings.values()}
+    assert placed <= {"r1n0", "r1n1"}, placed
+    # Three more pods of 2 cpu fit the cluster (room for 3) but no single rack (2 + 1).
+    more = [make_pod(f"m{i}", cpu="2", group="m") for i in range(3)]
+    busy = ledger.place("default/m", more, topology=RACK)
+    assert busy.status == "busy" and "no single rack has room" in busy.message
+    assert ledger.place("default/m2", more, topology="").status == "allocated"
+    for key in [h for h in ledger.holdings() if h.startswith("default/m")]:
+        ledger.release(key, "test")
+    assert ledger.place("default/m", more[:1], topology=RACK).status == "allocated"
+
+
+def test_the_constraint_comes_from_the_podgroup_or_our_annotation() -> None:
+    pg = decode_podgroup(
+        json.dumps(
+            {
+                "apiVersion": "scheduling.k8s.io/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "g", "namespace": "default"},
+                "spec": {
+                    "schedulingPolicy": {"gang": {"minCount": 2}},
+                    "schedulingConstraints": {"topology": [{"key": RACK}]},
+                },
+            }
+        )
+    )
+    assert isinstance(pg, PodGroup) and pg.topology_key == RACK
+    ref = identify(
+        make_pod("w0", cpu="1", group="g"), lambda api, ns, name: pg if name == "g" else None
+    )
+    assert (ref.min_count, ref.topology) == (2, RACK)
+    labelled = make_pod(
+        "x",
+        cpu="1",
+        labels={names.LABEL_GROUP: "x"},
+        annotations={names.ANNOTATION_TOPOLOGY: ZONE},
+    )
+    assert identify(labelled).topology == ZONE
+
+
+def test_a_mixed_gang_shares_one_rack_and_unknown_keys_are_clear_errors() -> None:
+    g = ClusterGraph(EXAMPLES, racks(2, 2))
+    ledger = Ledger(g)
+    pods = [make_pod("a", cpu="3", group="g"), make_pod("b", cpu="1", group="g")]
+    pods += [make_pod(f"c{i}", cpu="2", group="g") for i in range(2)]
+    res = ledger.place("default/g", pods, topology=RACK)
+    assert res.status == "allocated", res.message
+    assert {h.node[:2] for h in res.holdings.values()} == {"r0"}
+    huge = [make_pod(f"h{i}", cpu="4", group="h") for i in range(3)]
+    res = ledger.place("default/h", huge, topology=RACK)
+    assert res.status == "unsatisfiable" and "no rack (2 in the graph)" in res.message
+    with pytest.raises(JobspecError, match="not a level of the cluster graph"):
+        ledger.place("default/x", [make_pod("x", cpu="1")], topology="example.com/pod")
+    with pytest.raises(ValueError, match="each must end in its own name"):
+        ClusterGraph(EXAMPLES, [], topology=["a/rack", "b/rack"])
