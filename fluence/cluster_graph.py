@@ -315,6 +315,10 @@ class ClusterGraph:
             )
         return level_type(key)
 
+    def level_types(self) -> list[str]:
+        """The graph's level types, outermost first (``["zone", "rack"]``)."""
+        return [level_type(k) for k in self.topology_keys]
+
     def domains(self, level: str) -> dict[str, list[str]]:
         """The nodes in each vertex of type ``level``, by its path (nodes without it: none)."""
         with self.lock:

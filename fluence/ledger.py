@@ -337,7 +337,7 @@ class Ledger:
                     if level:
                         result = self._place_in_one_domain(group, pods, exclude, split, level)
                     else:
-                        result = self._place_locked(group, pods, specs, split)
+                        result = self._place_packed(group, pods, exclude, split, specs)
                 finally:
                     elapsed = time.perf_counter() - started
             span.set_attribute("status", result.status)
@@ -357,6 +357,29 @@ class Ledger:
         """The outcome of the group's most recent match, if one was made here."""
         with self.lock:
             return self._last_match.get(group)
+
+    def _place_packed(
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: Sequence[str],
+        split: Mapping[str, Split],
+        specs: GroupSpecs,
+    ) -> PlaceResult:
+        """A gang without a topology constraint, in as few domains as the levels allow.
+
+        One rack if any rack holds it, else one zone, else anywhere: the preference
+        never makes a gang wait that fits across domains. A group of one, or a graph
+        without levels, is matched once, anywhere.
+        """
+        if len(pods) > 1:
+            for level in reversed(self.graph.level_types()):
+                if len(self.graph.domains(level)) < 2:
+                    continue
+                result = self._place_in_one_domain(group, pods, exclude, split, level)
+                if result.status == "allocated":
+                    return result
+        return self._place_locked(group, pods, specs, split)
 
     def _place_in_one_domain(
         self,

@@ -132,3 +132,22 @@ def test_a_mixed_gang_shares_one_rack_and_unknown_keys_are_clear_errors() -> Non
         ledger.place("default/x", [make_pod("x", cpu="1")], topology="example.com/pod")
     with pytest.raises(ValueError, match="each must end in its own name"):
         ClusterGraph(EXAMPLES, [], topology=["a/rack", "b/rack"])
+
+
+def test_an_unconstrained_gang_prefers_one_rack_but_never_waits_for_one() -> None:
+    # rack0's first node is nearly full: the first nodes in path order would split the
+    # gang across racks; one rack (rack1) can hold it whole, so that is where it goes.
+    g = ClusterGraph(EXAMPLES, racks(2, 2))
+    ledger = Ledger(g)
+    blocker = make_pod("blocker", cpu="3")
+    ledger.place("default/blocker", [blocker], [n for n in g.node_names() if n != "r0n0"])
+    gang = [make_pod(f"w{i}", cpu="2", group="g") for i in range(4)]
+    res = ledger.place("default/g", gang)
+    assert res.status == "allocated"
+    assert {h.node for h in res.holdings.values()} == {"r1n0", "r1n1"}
+    # Too big for any rack (or zone): placed across them rather than left waiting.
+    fresh = Ledger(ClusterGraph(EXAMPLES, racks(2, 2)))
+    wide = [make_pod(f"x{i}", cpu="2", group="x") for i in range(5)]
+    res = fresh.place("default/x", wide)
+    assert res.status == "allocated", res.message
+    assert {h.node[:2] for h in res.holdings.values()} == {"r0", "r1"}
