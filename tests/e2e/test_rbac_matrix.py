@@ -1,0 +1,211 @@
+"""Each shipped identity may do exactly what fluence's code does with it, no more.
+
+The ServiceAccounts and roles of ``deploy/fluence.yaml`` and
+``deploy/fluence-resources.yaml`` are created on the real API server, and the
+real ``kubectl auth can-i --list --as=<ServiceAccount>`` lists what each may
+do. Rights every authenticated user has (discovery, self reviews) are taken
+out by asking the same for an account bound to nothing. What remains is
+compared with the API calls the code makes, written out below per binary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from testbed import ControlPlane, KubeApiError
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = [ROOT / "deploy" / "fluence.yaml", ROOT / "deploy" / "fluence-resources.yaml"]
+NAMESPACE = "kube-system"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+Right = tuple[str, str]
+"""(resource as kubectl prints it, e.g. ``podgroups.scheduling.k8s.io``, verb)."""
+
+
+def rights(*rows: tuple[str, str]) -> set[Right]:
+    return {(resource, verb) for resource, verbs in rows for verb in verbs.split()}
+
+
+# What each binary's code calls (grep the code for the client calls named in brackets).
+EXTENDER = rights(
+    ("podgroups.scheduling.k8s.io", "get list watch"),  # fluence.reflectors
+    ("podgroups.scheduling.x-k8s.io", "get list watch"),  # fluence.reflectors
+    ("pods", "get list watch"),  # fluence.reflectors, binder (read-back)
+    ("nodes", "get list watch"),  # fluence.reflectors
+    ("pods/binding", "create"),  # scheduler_extender.binder
+    ("events", "create"),  # fluence.events
+    ("tokenreviews.authentication.k8s.io", "create"),  # scheduler_extender.access
+    ("subjectaccessreviews.authorization.k8s.io", "create"),  # scheduler_extender.access
+)
+WEBHOOK = rights(
+    ("podgroups.scheduling.k8s.io", "get create"),  # webhook.gang
+    ("jobs.batch", "get"),  # webhook.gang (gang size)
+    ("subjectaccessreviews.authorization.k8s.io", "create"),  # webhook.gang
+)
+DEVICEPLUGIN: set[Right] = set()  # it talks to its kubelet only
+
+
+_ROW = re.compile(r"^(\S*)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
+
+
+def can_i_list(control_plane: ControlPlane, account: str) -> set[Right]:
+    """``kubectl auth can-i --list`` for a ServiceAccount of kube-system, as (resource, verb)."""
+    done = subprocess.run(
+        [
+            str(control_plane.binaries.kubectl),
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "auth",
+            "can-i",
+            "--list",
+            "--namespace",
+            NAMESPACE,
+            f"--as=system:serviceaccount:{NAMESPACE}:{account}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    found: set[Right] = set()
+    for line in done.stdout.splitlines()[1:]:
+        match = _ROW.match(line)
+        assert match, f"unexpected kubectl output: {line!r}"
+        resource, urls, names, verbs = match.groups()
+        if not resource:  # a non-resource URL (discovery), open to everyone
+            assert urls, line
+            continue
+        if names:  # rights on named objects only (none of fluence's)
+            found |= {(f"{resource}/{names}", v) for v in verbs.split()}
+            continue
+        found |= {(resource, v) for v in verbs.split()}
+    return found
+
+
+def shipped_rbac() -> list[dict[str, Any]]:
+    kinds = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    return [
+        d
+        for path in MANIFESTS
+        for d in yaml.safe_load_all(path.read_text())
+        if d and d["kind"] in kinds
+    ]
+
+
+def collection(doc: dict[str, Any]) -> str:
+    kind, ns = doc["kind"], doc["metadata"].get("namespace", NAMESPACE)
+    return {
+        "ServiceAccount": f"/api/v1/namespaces/{ns}/serviceaccounts",
+        "ClusterRole": f"{RBAC}/clusterroles",
+        "ClusterRoleBinding": f"{RBAC}/clusterrolebindings",
+        "Role": f"{RBAC}/namespaces/{ns}/roles",
+        "RoleBinding": f"{RBAC}/namespaces/{ns}/rolebindings",
+    }[kind]
+
+
+@pytest.fixture(scope="module")
+def applied(control_plane: ControlPlane) -> Iterator[None]:
+    made: list[str] = []
+    docs = shipped_rbac()
+    stock = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "plain-kube-scheduler", "namespace": NAMESPACE},
+    }
+    nobody = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "bound-to-nothing", "namespace": NAMESPACE},
+    }
+    # A kube-scheduler as Kubernetes ships it (kubeadm binds the same three roles).
+    bindings = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"plain-kube-scheduler-{role.split(':')[-1]}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "plain-kube-scheduler", "namespace": NAMESPACE}
+            ],
+        }
+        for role in ("system:kube-scheduler", "system:volume-scheduler")
+    ]
+    bindings.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "plain-kube-scheduler-auth-reader", "namespace": NAMESPACE},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "extension-apiserver-authentication-reader",
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "plain-kube-scheduler", "namespace": NAMESPACE}
+            ],
+        }
+    )
+    for doc in [*docs, stock, nobody, *bindings]:
+        path = collection(doc)
+        try:
+            control_plane.rest.create(path, doc)
+        except KubeApiError as e:
+            if e.status != 409:
+                raise
+            control_plane.rest.replace(f"{path}/{doc['metadata']['name']}", doc)
+        made.append(f"{path}/{doc['metadata']['name']}")
+    yield
+    for path in reversed(made):
+        with contextlib.suppress(KubeApiError):
+            control_plane.rest.delete(path)
+
+
+def test_each_identity_has_exactly_the_rights_its_code_uses(
+    control_plane: ControlPlane, applied: None
+) -> None:
+    everyone = can_i_list(control_plane, "bound-to-nothing")
+    plain_scheduler = can_i_list(control_plane, "plain-kube-scheduler")
+    scheduler = can_i_list(control_plane, "fluence-scheduler")
+    # The extender shares the scheduler pod's account: every call of its code is allowed...
+    assert scheduler >= EXTENDER, sorted(EXTENDER - scheduler)
+    # ...and fluence adds to a stock kube-scheduler only what the extender uses (plus the
+    # leader election lease under fluence's own name).
+    added = scheduler - plain_scheduler - everyone
+    lease = {("leases.coordination.k8s.io", "create")} | {
+        ("leases.coordination.k8s.io/fluence-scheduler", v) for v in ("get", "update")
+    }
+    assert added - lease <= EXTENDER, sorted(added - lease - EXTENDER)
+    assert lease <= scheduler
+    assert can_i_list(control_plane, "fluence-webhook") - everyone == WEBHOOK
+    assert can_i_list(control_plane, "fluence-deviceplugin") - everyone == DEVICEPLUGIN
+
+
+def test_the_extenders_own_role_grants_nothing_the_code_does_not_use() -> None:
+    docs = shipped_rbac()
+    role = next(
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "fluence-extender"
+    )
+    granted: set[Right] = set()
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                name = resource if not group else f"{resource.split('/')[0]}.{group}"
+                if "/" in resource and group:
+                    name = f"{resource.split('/')[0]}.{group}/{resource.split('/')[1]}"
+                granted |= {(name, v) for v in rule["verbs"]}
+    assert granted == EXTENDER
