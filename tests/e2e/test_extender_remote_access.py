@@ -9,7 +9,8 @@ the real API server reviews. RBAC comes from the chart's
 from __future__ import annotations
 
 import contextlib
-import subprocess
+import ipaddress
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,18 +29,19 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
 def outside_address() -> str:
-    """An IPv4 address of this machine that is not loopback (the pod IP's stand-in)."""
-    out = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show", "scope", "global"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for line in out.splitlines():
-        fields = line.split()
-        if "inet" in fields:
-            return fields[fields.index("inet") + 1].split("/")[0]
-    raise AssertionError(f"this machine has no non-loopback IPv4 address:\n{out}")
+    """An IPv4 address of this machine that is not loopback (the pod IP's stand-in).
+
+    The address the kernel would send from towards a private network; connecting a
+    UDP socket sends nothing.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 9))
+            address: str = probe.getsockname()[0]
+        except OSError as exc:
+            raise AssertionError(f"this machine has no route off loopback: {exc}") from exc
+    assert not ipaddress.ip_address(address).is_loopback, address
+    return address
 
 
 def viewer_role() -> dict[str, Any]:
