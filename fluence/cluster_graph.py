@@ -26,12 +26,13 @@ reported back to the caller).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
 
 from fluence import names
 from fluence.group_jobspec import JobspecError
@@ -50,6 +51,11 @@ HOLD_DURATION = 3153600000
 _UNITS = {CORE: "", MEMORY: "MiB", GPU: ""}
 DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/rack")
 """Node label keys that become graph levels, outermost first."""
+
+
+def _jgf_text(jgf: Mapping[str, Any]) -> str:
+    """JGF as text for the matcher; msgspec holds the GIL a third as long as json.dumps."""
+    return msgspec.json.encode(jgf).decode()
 
 
 def level_type(key: str) -> str:
@@ -258,6 +264,8 @@ class ClusterGraph:
         root = self._b.vertex(CLUSTER, CLUSTER, CLUSTER, "")
         self._root = root
         self._levels: dict[str, dict[str, Any]] = {}
+        self._domain_cache: tuple[Any, dict[str, list[str]]] = (None, {})
+        self._moves = getattr(self, "_moves", 0) + 1
         verts.append(root)
         virtual = self._virtual_names(self._config)
         for name in sorted(nodes):
@@ -278,7 +286,7 @@ class ClusterGraph:
         self.jgf: dict[str, Any] = {"graph": {"nodes": verts, "edges": edges}}
         self._empty: Graph | None = None
         self._g = Graph(
-            json.dumps(self.jgf),
+            _jgf_text(self.jgf),
             policy=self.policy,
             partial_pools=set(PARTIAL_POOLS),
             keep_canceled=False,
@@ -320,8 +328,14 @@ class ClusterGraph:
         return [level_type(k) for k in self.topology_keys]
 
     def domains(self, level: str) -> dict[str, list[str]]:
-        """The nodes in each vertex of type ``level``, by its path (nodes without it: none)."""
+        """The nodes in each vertex of type ``level``, by its path (nodes without it: none).
+
+        Cached until a node is added, removed or moved.
+        """
         with self.lock:
+            key = (id(self._nodes), len(self._nodes), self._moves, level)
+            if self._domain_cache[0] == key:
+                return self._domain_cache[1]
             found: dict[str, list[str]] = {}
             for name, nv in sorted(self._nodes.items()):
                 if nv.node is None or nv.deleted:
@@ -332,7 +346,18 @@ class ClusterGraph:
                     if typ == level:
                         found.setdefault("/".join(parts[: depth + 3]), []).append(name)
                         break
+            self._domain_cache = (key, found)
             return found
+
+    def capacity_of(self, nodes: Iterable[str]) -> dict[str, int]:
+        """The summed pool sizes (core, memory, gpu) of ``nodes``."""
+        with self.lock:
+            total: dict[str, int] = {}
+            for name in nodes:
+                nv = self._nodes.get(name)
+                for t, p in nv.pools.items() if nv is not None else ():
+                    total[t] = total.get(t, 0) + p.size
+            return total
 
     def level_path(self, node: Node) -> list[tuple[str, str]]:
         """(type, label value) of each topology level the node has, outermost first."""
@@ -397,6 +422,7 @@ class ClusterGraph:
                 verts += v
                 edges += e
         self._nodes[node.name] = nv
+        self._moves = getattr(self, "_moves", 0) + 1
         return verts, edges, above
 
     def _virtual_subgraph(
@@ -449,7 +475,7 @@ class ClusterGraph:
                     )
                 v, e, above = self._node_subgraph(node)
                 sub = {"graph": {"nodes": [self._root, *above, *v], "edges": e}}
-                self._g.attach(json.dumps(sub))
+                self._g.attach(_jgf_text(sub))
                 self.jgf["graph"]["nodes"] += v
                 self.jgf["graph"]["edges"] += e
                 self._empty = None
@@ -484,6 +510,7 @@ class ClusterGraph:
             self._remove(name)
 
     def _remove(self, name: str) -> None:
+        self._moves += 1
         nv = self._nodes.pop(name)
         self._tainted.discard(name)
         self._g.remove(nv.path)
@@ -581,7 +608,7 @@ class ClusterGraph:
 
     def _empty_copy(self) -> Graph:
         return Graph(
-            json.dumps(self.jgf),
+            _jgf_text(self.jgf),
             policy=self.policy,
             partial_pools=set(PARTIAL_POOLS),
             keep_canceled=False,

@@ -57,11 +57,16 @@ def shape_of(pod: Pod) -> Shape:
     return tuple(sorted(compute.items()))
 
 
-def _constraints(props: Sequence[str], exclude: Sequence[str]) -> dict[str, Any]:
+def _constraints(
+    props: Sequence[str], exclude: Sequence[str], within: Sequence[str] = ()
+) -> dict[str, Any]:
     base: dict[str, Any] = {"properties": list(props)}
-    if not exclude:
-        return base
-    return {"and": [base, {"not": [{"hostlist": sorted(exclude)}]}]}
+    parts: list[dict[str, Any]] = [base]
+    if within:
+        parts.append({"hostlist": sorted(within)})
+    if exclude:
+        parts.append({"not": [{"hostlist": sorted(exclude)}]})
+    return base if len(parts) == 1 else {"and": parts}
 
 
 def _jobspec(
@@ -80,12 +85,16 @@ def _jobspec(
 
 
 def compute_jobspec(
-    shape: Shape, count: int, group: str, exclude: Sequence[str] = ()
+    shape: Shape,
+    count: int,
+    group: str,
+    exclude: Sequence[str] = (),
+    within: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """``count`` slots of ``shape`` on nodes not in ``exclude`` (and in ``within``, if given)."""
     with_ = [{"type": t, "count": n} for t, n in shape]
-    return _jobspec(
-        count, COMPUTE_LABEL, with_, _constraints([names.PROPERTY_VIRTUAL_FALSE], exclude), group
-    )
+    constraints = _constraints([names.PROPERTY_VIRTUAL_FALSE], exclude, within)
+    return _jobspec(count, COMPUTE_LABEL, with_, constraints, group)
 
 
 def require_properties(pods: Iterable[Pod]) -> list[str]:
@@ -114,13 +123,15 @@ def group_jobspecs(
     exclude: Sequence[str] = (),
     *,
     split: Mapping[str, Split] | None = None,
+    within: Sequence[str] = (),
 ) -> GroupSpecs:
     """The jobspecs that place ``pods`` (members still to place) of ``group``.
 
     Pods that need nothing from a node (a quantum-only pod) get no compute slot.
     Device counts are the maximum any member asks for: one backend serves the group.
     ``split``: each pod's (compute, devices) requests by pod key, when the caller
-    has worked them out already.
+    has worked them out already. ``within``: the only nodes the compute slots may use
+    (one topology domain), when given.
     """
     if not pods:
         raise JobspecError(f"pod group {group!r} has no pods to place")
@@ -147,7 +158,7 @@ def group_jobspecs(
             )
     require = require_properties(pods)
     compute_specs = tuple(
-        ComputeSpec(shape, n, compute_jobspec(shape, n, group, exclude))
+        ComputeSpec(shape, n, compute_jobspec(shape, n, group, exclude, within))
         for shape, n in sorted(shapes.items(), key=lambda kv: (-_weight(kv[0]), kv[0]))
     )
     device_specs = tuple(

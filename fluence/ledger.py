@@ -233,6 +233,15 @@ def _record_mismatch(pod: Pod, rec: AllocationRecord) -> str:
     return ""
 
 
+def _total_compute(pods: Sequence[Pod], split: Mapping[str, Split]) -> dict[str, int]:
+    """The node resources a whole group asks for, summed over its pods."""
+    total: dict[str, int] = {}
+    for p in pods:
+        for t, n in split[p.key][0].items():
+            total[t] = total.get(t, 0) + n
+    return total
+
+
 class Ledger:
     def __init__(
         self,
@@ -258,6 +267,8 @@ class Ledger:
         self._retrying = False
         self._next_id = 1
         self._last_match: OrderedDict[str, LastMatch] = OrderedDict()
+        self._next_domain: dict[str, str] = {}
+        """Per topology level, the domain the last group placed by level went to."""
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -395,14 +406,25 @@ class Ledger:
         matcher's own all-or-nothing match decides; the first domain that holds the
         group wins. Busy when some domain could hold it once capacity frees.
         """
-        everywhere = set(self.graph.node_names())
         busy = 0
         domains = self.graph.domains(level)
-        for members in domains.values():
-            outside = sorted(set(exclude) | (everywhere - set(members)))
-            specs = group_jobspecs(group, pods, self.graph.known_types(), outside, split=split)
+        need = _total_compute(pods, split)
+        # Next fit: start where the last group of this level went, so a stream of gangs
+        # does not try every full domain before the one with room.
+        paths = sorted(domains)
+        start = self._next_domain.get(level, "")
+        first = next((i for i, p in enumerate(paths) if p >= start), 0)
+        for path in paths[first:] + paths[:first]:
+            members = domains[path]
+            capacity = self.graph.capacity_of(members)
+            if any(capacity.get(t, 0) < n for t, n in need.items()):
+                continue  # this domain can never hold the group
+            specs = group_jobspecs(
+                group, pods, self.graph.known_types(), exclude, split=split, within=members
+            )
             result = self._place_locked(group, pods, specs, split)
             if result.status == "allocated":
+                self._next_domain[level] = path
                 return result
             busy += result.status == "busy"
         if busy:

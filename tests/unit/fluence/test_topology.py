@@ -151,3 +151,20 @@ def test_an_unconstrained_gang_prefers_one_rack_but_never_waits_for_one() -> Non
     res = fresh.place("default/x", wide)
     assert res.status == "allocated", res.message
     assert {h.node[:2] for h in res.holdings.values()} == {"r0", "r1"}
+
+
+def test_a_domain_is_a_hostlist_constraint_and_gangs_go_next_fit() -> None:
+    from fluence.group_jobspec import compute_jobspec
+
+    spec = compute_jobspec((("core", 1000),), 2, "g", exclude=["x"], within=["b", "a"])
+    constraints = spec["attributes"]["system"]["constraints"]
+    assert constraints["and"][1:] == [{"hostlist": ["a", "b"]}, {"not": [{"hostlist": ["x"]}]}]
+    # Three racks of one 4-cpu node: gangs of 3 cpu fill rack0, rack1, rack2 in turn.
+    ledger = Ledger(ClusterGraph(EXAMPLES, racks(3, 1)))
+    where = []
+    for g in range(3):
+        pods = [make_pod(f"g{g}p{i}", cpu="1", group=f"g{g}") for i in range(3)]
+        res = ledger.place(f"default/g{g}", pods, topology=RACK)
+        assert res.status == "allocated", res.message
+        where.append({h.node for h in res.holdings.values()})
+    assert where == [{"r0n0"}, {"r1n0"}, {"r2n0"}]
