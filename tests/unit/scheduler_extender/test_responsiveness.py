@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import httpx
 
@@ -12,6 +13,7 @@ from fluence import resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from scheduler_extender.app import create_app
+from scheduler_extender.runtime import freeze_startup_heap, thaw_heap
 from scheduler_extender.scheduling import Scheduler
 from tests.unit.fluence.test_pods import make_node, make_pod
 from tests.unit.scheduler_extender.test_app import FakeBinder, FakeCluster
@@ -26,7 +28,18 @@ async def test_probes_and_filters_answer_during_a_rebuild() -> None:
     scheduler = Scheduler(graph, Ledger(graph), cluster, FakeBinder())
     app = create_app(scheduler, metrics=False)
     bigger = [make_node(f"n{i}", cpu="8") for i in range(NODES)]  # an allocatable change
+    # As the binary does after startup: what exists now (here also everything earlier
+    # tests left in this process) stays out of the full collections a rebuild triggers.
+    freeze_startup_heap()
+    try:
+        await _measure(graph, cluster, app, nodes, bigger)
+    finally:
+        thaw_heap()
 
+
+async def _measure(
+    graph: ClusterGraph, cluster: FakeCluster, app: Any, nodes: list[Any], bigger: list[Any]
+) -> None:
     # The null baseline, same run: how long one rebuild holds the graph.
     started = time.perf_counter()
     graph.reset_nodes(nodes)
