@@ -108,6 +108,15 @@ class KubeRest:
             raise KubeApiError(method, url, response.status, data)
         return json.loads(data) if data else None
 
+    def create_or_replace(self, collection: str, body: Json) -> Json:
+        """Create ``body`` in ``collection``; when it exists already, replace it."""
+        try:
+            return self.create(collection, body)
+        except KubeApiError as e:
+            if e.status != 409:
+                raise
+            return self.replace(f"{collection}/{body['metadata']['name']}", body)
+
     def get(self, path: str, **query: str | int) -> Json:
         return self.request("GET", path, query=query)
 

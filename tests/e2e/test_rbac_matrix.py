@@ -160,12 +160,7 @@ def applied(control_plane: ControlPlane) -> Iterator[None]:
     )
     for doc in [*docs, stock, nobody, *bindings]:
         path = collection(doc)
-        try:
-            control_plane.rest.create(path, doc)
-        except KubeApiError as e:
-            if e.status != 409:
-                raise
-            control_plane.rest.replace(f"{path}/{doc['metadata']['name']}", doc)
+        control_plane.rest.create_or_replace(path, doc)
         made.append(f"{path}/{doc['metadata']['name']}")
     yield
     for path in reversed(made):

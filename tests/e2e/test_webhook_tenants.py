@@ -53,12 +53,7 @@ def apply(control_plane: ControlPlane, doc: dict[str, Any]) -> None:
         "ClusterRole": f"{RBAC}/clusterroles",
         "ClusterRoleBinding": f"{RBAC}/clusterrolebindings",
     }[kind]
-    try:
-        control_plane.rest.create(path, doc)
-    except KubeApiError as e:
-        if e.status != 409:
-            raise
-        control_plane.rest.replace(f"{path}/{doc['metadata']['name']}", doc)
+    control_plane.rest.create_or_replace(path, doc)
 
 
 @pytest.fixture(scope="module")
