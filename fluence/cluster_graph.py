@@ -22,13 +22,24 @@ marked down; a node whose allocatable or topology labels changed, or a new
 resources config, makes
 the graph rebuild and replay every held job (jobs that no longer fit are
 reported back to the caller).
+
+Time. The graph's clock counts seconds since it was made; matches are made at
+:meth:`ClusterGraph.now`. A job may be held for an expected runtime, so the
+planner knows when its capacity frees and a waiting group can be *reserved*
+there (:meth:`ClusterGraph.reserve`). A pod that outlives its estimate keeps
+its capacity: before every match, jobs about to reach their planned end are
+held on for :data:`EXTENSION` more seconds, and the reservations (which may sit
+on that capacity) are dropped for their owner to make again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,6 +59,10 @@ CLUSTER = "cluster"
 PARTIAL_POOLS = frozenset({CORE, MEMORY, GPU})
 HOLD_DURATION = 3153600000
 """How long a ``duration: 0`` job is held: the graph's whole horizon (until cancelled)."""
+EXTENSION = 60
+_PROBE_JOBS = 1 << 61
+"""Job ids of what-if matches: far above any id the ledger gives, cancelled at once."""
+"""Seconds a job that reached its planned end is held on for, again and again while it runs."""
 _UNITS = {CORE: "", MEMORY: "MiB", GPU: ""}
 DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/rack")
 """Node label keys that become graph levels, outermost first."""
@@ -195,6 +210,8 @@ class HeldJob:
 
     holdings: Mapping[str, int] | None = None
     R: str | None = None
+    end: int = HOLD_DURATION
+    """Graph time its capacity is planned to free (the horizon: when it is released)."""
 
 
 class ClusterGraph:
@@ -212,8 +229,16 @@ class ClusterGraph:
         *,
         policy: str = "first",
         topology: Iterable[str] = DEFAULT_TOPOLOGY_KEYS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.lock = threading.RLock()
+        self.clock = clock
+        self._epoch = clock()
+        self._ends: list[tuple[int, int]] = []
+        """(planned end, job id) of every job that ends before the horizon: a min-heap."""
+        self._reserved: set[int] = set()
+        self.reservations_dropped = 0
+        """Counts the times every reservation was dropped (a rebuild, a job held on)."""
         self.policy = policy
         self.topology_keys = tuple(topology)
         """Node label keys that are graph levels, outermost first."""
@@ -295,14 +320,16 @@ class ClusterGraph:
             if nv.down:
                 self._g.set_status(nv.path, False)
         lost: list[int] = []
+        self._drop_reservations()
+        now = self.now()
         for jobid, held in list(self._jobs.items()):
             try:
-                if held.holdings is not None:
-                    if held.holdings:
-                        self._g.hold(jobid, held.holdings, duration=HOLD_DURATION)
-                else:
-                    assert held.R is not None
-                    self._g.update_allocate(jobid, held.R, duration=HOLD_DURATION)
+                # The past does not matter to a match made now: replay from now on.
+                end = max(held.end, now + 1)
+                self._replay(jobid, held, now, end)
+                if end != held.end:
+                    self._jobs[jobid] = replace(held, end=end)
+                    heapq.heappush(self._ends, (end, jobid))
             except (StateError, NotFoundError) as exc:
                 log.warning(
                     "held job no longer fits the rebuilt graph; releasing it",
@@ -575,11 +602,135 @@ class ClusterGraph:
                 self._config, self._known_types = before
                 raise
 
+    # ---- time -------------------------------------------------------------------------
+
+    def now(self) -> int:
+        """The graph's time: whole seconds since it was made."""
+        return int(self.clock() - self._epoch)
+
+    def wall_time(self, at: int) -> float:
+        """Graph time ``at`` as a Unix time (for people: "reserved from 14:05")."""
+        return time.time() + (at - (self.clock() - self._epoch))
+
+    def _replay(self, jobid: int, held: HeldJob, at: int, end: int) -> None:
+        if held.holdings is not None:
+            if held.holdings:
+                self._g.hold(jobid, held.holdings, at=at, duration=end - at)
+        else:
+            assert held.R is not None
+            self._g.update_allocate(jobid, held.R, at=at, duration=end - at)
+
+    def _span(self, duration: int) -> tuple[int, int]:
+        """[now, end) of a job held ``duration`` seconds from now (0: until released)."""
+        now = self.now()
+        if duration <= 0 or now + duration >= HOLD_DURATION:
+            return now, HOLD_DURATION
+        return now, now + duration
+
+    def _track(self, jobid: int, held: HeldJob) -> None:
+        self._jobs[jobid] = held
+        if held.end < HOLD_DURATION:
+            heapq.heappush(self._ends, (held.end, jobid))
+
+    def hold_on(self) -> int:
+        """Hold on every job that reached its planned end and is still held; returns how many.
+
+        Such a job's pod is still running: its capacity stays taken for
+        :data:`EXTENSION` more seconds. Reservations may sit on that capacity, so
+        all of them are dropped first (:attr:`reservations_dropped` tells their owner).
+        """
+        with self.lock:
+            now = self.now()
+            due: list[int] = []
+            while self._ends and self._ends[0][0] <= now:
+                end, jobid = heapq.heappop(self._ends)
+                held = self._jobs.get(jobid)
+                if held is not None and held.end == end:
+                    due.append(jobid)
+            if not due:
+                return 0
+            self._drop_reservations()
+            for jobid in due:
+                held = replace(self._jobs[jobid], end=now + EXTENSION)
+                self._g.cancel(jobid, missing_ok=True)
+                self._replay(jobid, held, now, held.end)
+                self._track(jobid, held)
+            log.debug("jobs held past their planned end", extra={"jobs": len(due)})
+            return len(due)
+
+    @contextlib.contextmanager
+    def without(self, jobids: Iterable[int]) -> Iterator[None]:
+        """For the duration of the block, the graph as if ``jobids`` were released.
+
+        What-if questions only (would a group fit once these pods are gone?): on
+        leaving, each job is held again exactly as before. The caller holds
+        :attr:`lock` and leaves the graph as it found it inside the block.
+        """
+        with self.lock:
+            now = self.now()
+            gone = [(j, self._jobs[j]) for j in jobids if j in self._jobs]
+            for jobid, _ in gone:
+                self._g.cancel(jobid, missing_ok=True)
+            try:
+                yield
+            finally:
+                for jobid, held in gone:
+                    self._replay(jobid, held, now, max(held.end, now + 1))
+
+    def fits_now(self, jobspecs: Iterable[Mapping[str, Any]]) -> bool:
+        """Would these jobspecs, matched one after another, all fit now? Changes nothing."""
+        with self.lock:
+            made: list[int] = []
+            try:
+                for i, js in enumerate(jobspecs):
+                    jid = _PROBE_JOBS + i
+                    alloc = self._g.match(dict(js), "allocate", jobid=jid, now=self.now())
+                    if not alloc.ok:
+                        return False
+                    made.append(jid)
+                return True
+            finally:
+                for jid in made:
+                    self._g.cancel(jid, missing_ok=True)
+
+    # ---- reservations ------------------------------------------------------------------
+
+    def reserve(self, jobspec: Mapping[str, Any], jobid: int) -> Allocation:
+        """Allocate now, or else reserve at the earliest time the request fits.
+
+        A reservation is a job in the planner that later matches made now cannot
+        overlap; it is held by no pod and is dropped by :meth:`cancel_reservations`
+        (or a rebuild, or :meth:`hold_on`, which the caller runs first). One that
+        fits now holds the capacity from now on for the group it was made for.
+        """
+        with self.lock:
+            now = self.now()
+            alloc = self._g.match(dict(jobspec), "allocate_orelse_reserve", jobid=jobid, now=now)
+            if alloc.ok:
+                self._reserved.add(jobid)
+                return alloc
+            status = "busy" if self.satisfiable(jobspec) else "unsatisfiable"
+            return replace(alloc, status=status)
+
+    def cancel_reservations(self, jobids: Iterable[int]) -> None:
+        with self.lock:
+            for jid in jobids:
+                if jid in self._reserved:
+                    self._reserved.discard(jid)
+                    self._g.cancel(jid, missing_ok=True)
+
+    def _drop_reservations(self) -> None:
+        for jid in self._reserved:
+            self._g.cancel(jid, missing_ok=True)
+        self._reserved.clear()
+        self.reservations_dropped += 1
+
     # ---- matching and holding ----------------------------------------------------------
 
     def match(self, jobspec: Mapping[str, Any], op: MatchOp, jobid: int) -> Allocation:
         with self.lock:
-            return self._g.match(dict(jobspec), op, jobid=jobid)
+            self.hold_on()
+            return self._g.match(dict(jobspec), op, jobid=jobid, now=self.now())
 
     def allocate(self, jobspec: Mapping[str, Any], jobid: int) -> Allocation:
         """Allocate now; a failure comes back as status ``busy`` or ``unsatisfiable``.
@@ -590,7 +741,8 @@ class ClusterGraph:
         than are up now.
         """
         with self.lock:
-            alloc = self._g.match(dict(jobspec), "allocate", jobid=jobid)
+            self.hold_on()
+            alloc = self._g.match(dict(jobspec), "allocate", jobid=jobid, now=self.now())
             if alloc.ok:
                 return alloc
             status = "busy" if self.satisfiable(jobspec) else "unsatisfiable"
@@ -618,13 +770,21 @@ class ClusterGraph:
         with self.lock:
             self._g.cancel(jobid, missing_ok=True)
 
-    def hold_compute(self, jobid: int, node: str, amounts: Mapping[str, int]) -> None:
-        """Hold ``amounts`` of ``node``'s pools as job ``jobid``; StateError when not free."""
+    def hold_compute(
+        self, jobid: int, node: str, amounts: Mapping[str, int], duration: int = 0
+    ) -> None:
+        """Hold ``amounts`` of ``node``'s pools as job ``jobid``; StateError when not free.
+
+        ``duration``: seconds the capacity is planned to stay taken (0: until released);
+        it is held on past that while the job is not released.
+        """
         with self.lock:
+            self.hold_on()
             holdings = self._compute_holdings(node, amounts)
+            at, end = self._span(duration)
             if holdings:  # requests of zero hold nothing, but the job is still known
-                self._g.hold(jobid, holdings, duration=HOLD_DURATION)
-            self._jobs[jobid] = HeldJob(holdings=holdings)
+                self._g.hold(jobid, holdings, at=at, duration=end - at)
+            self._track(jobid, HeldJob(holdings=holdings, end=end))
             self._job_nodes[jobid] = node
 
     def adopt(self, jobid: int, alloc: Allocation, node: str) -> None:
@@ -634,18 +794,21 @@ class ClusterGraph:
         match's R is what a rebuild replays.
         """
         with self.lock:
-            self._jobs[jobid] = HeldJob(R=alloc.R)
+            end = alloc.at + alloc.duration if alloc.at + alloc.duration < HOLD_DURATION else 0
+            self._track(jobid, HeldJob(R=alloc.R, end=end or HOLD_DURATION))
             if node:
                 self._job_nodes[jobid] = node
 
-    def hold_backend(self, jobid: int, path: str) -> None:
-        """Hold the backend vertex at ``path`` exclusively as job ``jobid``."""
+    def hold_backend(self, jobid: int, path: str, duration: int = 0) -> None:
+        """Hold the backend vertex at ``path`` exclusively as job ``jobid`` (as hold_compute)."""
         with self.lock:
             if path not in self._backends:
                 raise NotFoundError(f"backend {path!r} is not in the graph")
+            self.hold_on()
             holdings = {path: 1}
-            self._g.hold(jobid, holdings, duration=HOLD_DURATION)
-            self._jobs[jobid] = HeldJob(holdings=holdings)
+            at, end = self._span(duration)
+            self._g.hold(jobid, holdings, at=at, duration=end - at)
+            self._track(jobid, HeldJob(holdings=holdings, end=end))
 
     def release(self, jobid: int) -> None:
         with self.lock:
@@ -710,12 +873,12 @@ class ClusterGraph:
     def usage(self) -> dict[str, tuple[int, int]]:
         """Per vertex path: (size, used) of pools and backends, for state and metrics."""
         with self.lock:
-            return {u.path: (int(u.size), int(u.used)) for u in self._g.usage()}
+            return {u.path: (int(u.size), int(u.used)) for u in self._g.usage(self.now())}
 
     def node_usage(self) -> dict[str, dict[str, dict[str, int]]]:
         """Per node: per type {capacity, allocated, free}."""
         with self.lock:
-            used = {u.path: int(u.used) for u in self._g.usage()}
+            used = {u.path: int(u.used) for u in self._g.usage(self.now())}
             out: dict[str, dict[str, dict[str, int]]] = {}
             for name, nv in sorted(self._nodes.items()):
                 per: dict[str, dict[str, int]] = {}
@@ -728,5 +891,5 @@ class ClusterGraph:
     def backend_usage(self) -> dict[str, bool]:
         """Per backend name: is it held?"""
         with self.lock:
-            used = {u.path: int(u.used) for u in self._g.usage()}
+            used = {u.path: int(u.used) for u in self._g.usage(self.now())}
             return {b.name: used.get(p, 0) > 0 for p, b in sorted(self._backends.items())}

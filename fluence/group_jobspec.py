@@ -7,7 +7,8 @@ constrained to ``virtual=false`` and, when some nodes are off limits for the
 group, ``not hostlist``. Then one *device* jobspec per requested virtual type,
 as the Go fluence does: ``slot{node: count}`` constrained to ``virtual=true``,
 ``class=<type>`` and every ``require-<attr>`` annotation of the group's pods.
-All are holds (``duration: 0``) until released.
+Each carries the group's expected runtime as its duration (``0``: unknown,
+held until released), so the planner knows when its capacity frees.
 """
 
 from __future__ import annotations
@@ -75,11 +76,12 @@ def _jobspec(
     with_: list[dict[str, Any]],
     constraints: dict[str, Any],
     command: str,
+    duration: int = 0,
 ) -> dict[str, Any]:
     return {
         "version": VERSION,
         "resources": [{"type": "slot", "count": slot_count, "label": label, "with": with_}],
-        "attributes": {"system": {"constraints": constraints, "duration": 0}},
+        "attributes": {"system": {"constraints": constraints, "duration": duration}},
         "tasks": [{"command": [command], "slot": label, "count": {"per_slot": 1}}],
     }
 
@@ -90,11 +92,12 @@ def compute_jobspec(
     group: str,
     exclude: Sequence[str] = (),
     within: Sequence[str] = (),
+    duration: int = 0,
 ) -> dict[str, Any]:
     """``count`` slots of ``shape`` on nodes not in ``exclude`` (and in ``within``, if given)."""
     with_ = [{"type": t, "count": n} for t, n in shape]
     constraints = _constraints([names.PROPERTY_VIRTUAL_FALSE], exclude, within)
-    return _jobspec(count, COMPUTE_LABEL, with_, constraints, group)
+    return _jobspec(count, COMPUTE_LABEL, with_, constraints, group, duration)
 
 
 def require_properties(pods: Iterable[Pod]) -> list[str]:
@@ -108,11 +111,11 @@ def require_properties(pods: Iterable[Pod]) -> list[str]:
 
 
 def device_jobspec(
-    rtype: str, count: int, group: str, require: Sequence[str] = ()
+    rtype: str, count: int, group: str, require: Sequence[str] = (), duration: int = 0
 ) -> dict[str, Any]:
     props = [names.PROPERTY_VIRTUAL_TRUE, names.PROPERTY_CLASS_PREFIX + rtype, *require]
     return _jobspec(
-        1, DEVICE_LABEL, [{"type": "node", "count": count}], {"properties": props}, group
+        1, DEVICE_LABEL, [{"type": "node", "count": count}], {"properties": props}, group, duration
     )
 
 
@@ -124,6 +127,7 @@ def group_jobspecs(
     *,
     split: Mapping[str, Split] | None = None,
     within: Sequence[str] = (),
+    duration: int = 0,
 ) -> GroupSpecs:
     """The jobspecs that place ``pods`` (members still to place) of ``group``.
 
@@ -131,7 +135,7 @@ def group_jobspecs(
     Device counts are the maximum any member asks for: one backend serves the group.
     ``split``: each pod's (compute, devices) requests by pod key, when the caller
     has worked them out already. ``within``: the only nodes the compute slots may use
-    (one topology domain), when given.
+    (one topology domain), when given. ``duration``: the group's expected runtime.
     """
     if not pods:
         raise JobspecError(f"pod group {group!r} has no pods to place")
@@ -158,11 +162,12 @@ def group_jobspecs(
             )
     require = require_properties(pods)
     compute_specs = tuple(
-        ComputeSpec(shape, n, compute_jobspec(shape, n, group, exclude, within))
+        ComputeSpec(shape, n, compute_jobspec(shape, n, group, exclude, within, duration))
         for shape, n in sorted(shapes.items(), key=lambda kv: (-_weight(kv[0]), kv[0]))
     )
     device_specs = tuple(
-        DeviceSpec(t, n, device_jobspec(t, n, group, require)) for t, n in sorted(devices.items())
+        DeviceSpec(t, n, device_jobspec(t, n, group, require, duration))
+        for t, n in sorted(devices.items())
     )
     return GroupSpecs(compute_specs, device_specs)
 

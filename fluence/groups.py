@@ -45,6 +45,8 @@ class GroupRef:
     min_count: int
     topology: str = ""
     """Node label key one domain of which must hold the whole group ("" when none)."""
+    priority: int | None = None
+    """The PodGroup's own priority (scheduling.k8s.io/v1beta1, set at admission), if any."""
 
     @property
     def single(self) -> bool:
@@ -117,6 +119,9 @@ def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
         source=source,
         min_count=min_count,
         topology=topology,
+        # Only the native PodGroup's: admission sets it from its PriorityClass; a CRD's
+        # spec is whatever its writer put there.
+        priority=pg.spec.priority if pg is not None and source != LABEL_X_K8S else None,
     )
 
 

@@ -25,6 +25,16 @@ this very pod (:mod:`fluence.record_seal`) and it asks for what the pod itself
 requests; any other record is ignored, counted and logged, and the pod is
 accounted by its requests like another scheduler's. Matcher job ids are local
 to the process: a replay takes fresh ones, never the ids a record carries.
+
+The queue. A group that does not fit now waits in :class:`GroupQueue` order
+(priority, then arrival), and the first ``reserve_depth`` waiting groups hold
+*reservations*: matcher jobs at the earliest time their capacity frees, made
+with Fluxion's ``allocate_orelse_reserve`` from each holding's expected end
+(:mod:`fluence.runtimes`). Every match made now must leave those spans free,
+so a later group is placed now only where it delays no group ahead of it
+(conservative backfill; with ``reserve_depth=1``, EASY: only the head is
+protected). Reservations are made again, in order, whenever capacity frees or
+the order changes, so they move earlier when pods end early.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +53,11 @@ from fluence import names, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import NoEvents, PodEvents
 from fluence.group_jobspec import GroupSpecs, group_jobspecs
+from fluence.group_queue import GroupQueue, Reservation, Waiting
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
 from fluence.record_seal import RecordSeal, process_seal
+from fluence.runtimes import group_runtime, pod_runtime
 from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation
 
@@ -57,6 +69,9 @@ COMMITTED = "committed"
 FOREIGN = "foreign"
 DEFAULT_UNBOUND_TIMEOUT = 300.0
 DEFAULT_GANG_TIMEOUT = 600.0
+DEFAULT_RUNTIME = 3600
+"""Seconds a pod without a deadline or runtime annotation is expected to run."""
+DEFAULT_RESERVE_DEPTH = 32
 
 
 class LedgerError(RuntimeError):
@@ -126,6 +141,10 @@ class Holding:
     """The watch has shown the pod bound where this holding is."""
     placed: float = 0.0
     """When the group's match made this holding; filter retries do not move it."""
+    runtime: int = 0
+    """Expected runtime in seconds (0: until released): how long the graph plans it held."""
+    priority: int = 0
+    """The group's priority when it was placed: who may preempt it."""
 
     def record(self, pending: Sequence[PendingMember] = ()) -> AllocationRecord:
         return AllocationRecord(
@@ -193,6 +212,11 @@ LAST_MATCHES_KEPT = 4096
 """Groups whose last match is remembered; the oldest are forgotten first."""
 
 
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def describe(amounts: Mapping[str, int]) -> str:
     """Graph amounts in Kubernetes words: ``cpu 1500m, memory 512Mi, nvidia.com/gpu 1``."""
     parts = []
@@ -252,6 +276,8 @@ class Ledger:
         clock: Callable[[], float] = time.monotonic,
         seal: RecordSeal | None = None,
         events: PodEvents | None = None,
+        default_runtime: int = DEFAULT_RUNTIME,
+        reserve_depth: int = DEFAULT_RESERVE_DEPTH,
     ) -> None:
         self.graph = graph
         self.events: PodEvents = events if events is not None else NoEvents()
@@ -269,6 +295,17 @@ class Ledger:
         self._last_match: OrderedDict[str, LastMatch] = OrderedDict()
         self._next_domain: dict[str, str] = {}
         """Per topology level, the domain the last group placed by level went to."""
+        self.default_runtime = default_runtime
+        self.reserve_depth = reserve_depth
+        """Waiting groups that hold a reservation (1: EASY backfill)."""
+        self.queue = GroupQueue()
+        self._reserved: list[str] = []
+        """Groups holding reservations, in queue order: always a prefix of the queue."""
+        self._replan = False
+        """Capacity freed or the order changed: reservations may move, make them again."""
+        self._drops_seen = graph.reservations_dropped
+        self._preempting: dict[str, str] = {}
+        """Groups being evicted as a whole -> the group they make room for."""
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -329,26 +366,61 @@ class Ledger:
     # ---- placing -----------------------------------------------------------------------
 
     def place(
-        self, group: str, pods: Sequence[Pod], exclude: Sequence[str] = (), *, topology: str = ""
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: Sequence[str] = (),
+        *,
+        topology: str = "",
+        priority: int = 0,
     ) -> PlaceResult:
         """Match ``pods`` of ``group`` as a whole and split the result into tentative holdings.
 
         All or nothing: when one jobspec fails, everything matched so far is undone.
         ``topology``: a node label key one domain of which must hold every pod.
+        The match leaves free what the groups ahead of this one have reserved; a
+        group that does not fit waits in the queue, reserved when near its head.
         """
         split = {p.key: split_requests(pod_requests(p)) for p in pods}
         level = self.graph.level_of(topology) if topology else ""
-        specs = group_jobspecs(group, pods, self.graph.known_types(), exclude, split=split)
+        runtime = group_runtime(pods, self.default_runtime)
+        specs = group_jobspecs(
+            group, pods, self.graph.known_types(), exclude, split=split, duration=runtime
+        )
         with _tracer.start_as_current_span("match") as span:
             span.set_attribute("group", group)
             span.set_attribute("pods", len(pods))
             started = time.perf_counter()
             with self.lock, self.graph.lock:
                 try:
+                    options = (
+                        tuple(
+                            domain_specs
+                            for _, domain_specs in self._domain_specs(
+                                group, pods, exclude, split, level, runtime
+                            )
+                        )
+                        if level
+                        else (specs,)
+                    )
+                    waiting = self.queue.arrive(
+                        group,
+                        priority,
+                        (p.key for p in pods),
+                        self.clock(),
+                        runtime=runtime,
+                        options=options,
+                    )
+                    self._reserve_ahead(waiting)
                     if level:
-                        result = self._place_in_one_domain(group, pods, exclude, split, level)
+                        result = self._place_in_one_domain(
+                            group, pods, exclude, split, level, runtime
+                        )
                     else:
-                        result = self._place_packed(group, pods, exclude, split, specs)
+                        result = self._place_packed(group, pods, exclude, split, specs, runtime)
+                    for h in result.holdings.values():
+                        h.priority = priority
+                    result = self._queue_outcome(waiting, result)
                 finally:
                     elapsed = time.perf_counter() - started
             span.set_attribute("status", result.status)
@@ -356,6 +428,289 @@ class Ledger:
             last = LastMatch(result.status, result.message, self.clock(), len(pods), elapsed)
             self._remember(group, last)
             return PlaceResult(result.status, result.message, result.holdings, elapsed)
+
+    # ---- the queue ---------------------------------------------------------------------
+
+    def plan(self) -> list[dict[str, Any]]:
+        """Make the reservations of the queue's first ``reserve_depth`` groups; the queue."""
+        with self.lock, self.graph.lock:
+            self._reserve_ahead(None)
+            return self.waiting()
+
+    def _reserve_ahead(self, waiting: Waiting | None) -> None:
+        """Make sure the groups ahead of ``waiting`` hold their reservations, in order.
+
+        Reservations of ``waiting`` itself and of the groups behind it are dropped:
+        its match now may take what they reserved, never what the groups ahead did.
+        ``None``: the whole queue, up to the depth.
+        """
+        self.graph.hold_on()
+        order = self.queue.ordered() if waiting is None else self.queue.ahead_of(waiting.group)
+        ahead = order[: self.reserve_depth]
+        if self._replan or self.graph.reservations_dropped != self._drops_seen:
+            self._drop_reservations(0)
+            self._replan = False
+            self._drops_seen = self.graph.reservations_dropped
+        keep = 0
+        while (
+            keep < len(self._reserved)
+            and keep < len(ahead)
+            and self._reserved[keep] == ahead[keep].group
+        ):
+            keep += 1
+        self._drop_reservations(keep)
+        for w in ahead[keep:]:
+            self._reserve(w)
+
+    def _drop_reservations(self, keep: int) -> None:
+        """Cancel the reservations of all but the first ``keep`` reserved groups."""
+        for group in self._reserved[keep:]:
+            w = self.queue.get(group)
+            if w is not None and w.reservation is not None:
+                self.graph.cancel_reservations(w.reservation.jobs)
+                w.reservation = None
+        del self._reserved[keep:]
+
+    def _domain_specs(
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: Sequence[str],
+        split: Mapping[str, Split],
+        level: str,
+        runtime: int,
+        start: str = "",
+    ) -> Iterator[tuple[str, GroupSpecs]]:
+        """(path, jobspecs) for each ``level`` domain that could ever hold the group.
+
+        In path order, beginning at the first path not before ``start``.
+        """
+        domains = self.graph.domains(level)
+        need = _total_compute(pods, split)
+        paths = sorted(domains)
+        first = next((i for i, p in enumerate(paths) if p >= start), 0)
+        for path in paths[first:] + paths[:first]:
+            members = domains[path]
+            capacity = self.graph.capacity_of(members)
+            if any(capacity.get(t, 0) < n for t, n in need.items()):
+                continue  # this domain can never hold the group
+            specs = group_jobspecs(
+                group,
+                pods,
+                self.graph.known_types(),
+                exclude,
+                split=split,
+                within=members,
+                duration=runtime,
+            )
+            yield path, specs
+
+    def _reserve(self, w: Waiting) -> None:
+        """Reserve ``w``'s capacity at the earliest time it frees (now, when it fits now).
+
+        A group with several ways to be placed (one per rack it may use) takes the
+        one that starts first.
+        """
+        self._reserved.append(w.group)
+        w.reservation, w.note = None, "never fits the cluster"
+        now = self.graph.now()
+        for specs in w.options:
+            got = self._reserve_one(specs, w)
+            if got is None:
+                continue
+            if w.reservation is None or got.start < w.reservation.start:
+                if w.reservation is not None:
+                    self.graph.cancel_reservations(w.reservation.jobs)
+                w.reservation, w.note = got, ""
+            else:
+                self.graph.cancel_reservations(got.jobs)
+            if w.reservation.start <= now:
+                break
+
+    def _reserve_one(self, specs: GroupSpecs, w: Waiting) -> Reservation | None:
+        now = self.graph.now()
+        jobs: list[int] = []
+        start = now
+        for js in [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]:
+            jid = self._new_id()
+            try:
+                alloc = self.graph.reserve(js, jid)
+            except (InputError, StateError) as exc:
+                self.graph.cancel_reservations(jobs)
+                w.note = f"cannot be reserved: {exc}"
+                return None
+            if not alloc.ok:
+                self.graph.cancel_reservations(jobs)
+                if alloc.status != "unsatisfiable":
+                    w.note = (
+                        "no start time can be planned: what it needs is held with no expected end"
+                    )
+                return None
+            jobs.append(jid)
+            start = max(start, alloc.at)
+        return Reservation(tuple(jobs), start, now)
+
+    def _queue_outcome(self, waiting: Waiting, result: PlaceResult) -> PlaceResult:
+        """Leave the queue when placed or never placeable; else reserve and say when it starts."""
+        if result.status != "busy":
+            self._left(self.queue.leave(waiting.group), "")
+            return result
+        position = self.queue.position(waiting.group)
+        if position <= self.reserve_depth:
+            self._reserve(waiting)
+        return PlaceResult(result.status, f"{result.message}; {self._when(waiting)}")
+
+    def _when(self, w: Waiting) -> str:
+        """When ``w`` is expected to start, in words for its pods' events."""
+        position, waiting = self.queue.position(w.group), len(self.queue)
+        where = f"{_ordinal(position)} of {waiting} waiting groups"
+        r = w.reservation
+        if r is None:
+            return f"{where}, {w.note or 'not reserved yet (behind the reserved groups)'}"
+        if r.start <= r.made:
+            return f"{where}; capacity is held for it now"
+        at = self.graph.wall_time(r.start)
+        clock = time.strftime("%H:%M:%S", time.gmtime(at))
+        return f"{where}; reserved from {clock} UTC (in {r.start - self.graph.now()}s)"
+
+    def _left(self, w: Waiting | None, why: str) -> None:
+        """``w`` left the queue: its reservation goes, and those behind may move earlier."""
+        if w is None:
+            return
+        if w.reservation is not None:
+            self.graph.cancel_reservations(w.reservation.jobs)
+            w.reservation = None
+        if w.group in self._reserved:
+            self._replan = True
+        if why:
+            log.info("group left the queue", extra={"group": w.group, "reason": why})
+
+    def waiting(self) -> list[dict[str, Any]]:
+        """The queue in order, for ``/state`` and ``kubectl fluence queue``."""
+        with self.lock:
+            out = []
+            now = self.graph.now()
+            for i, w in enumerate(self.queue.ordered(), 1):
+                r = w.reservation
+                out.append(
+                    {
+                        "group": w.group,
+                        "position": i,
+                        "priority": w.priority,
+                        "pods": len(w.pods),
+                        "runtime": w.runtime,
+                        "waiting_seconds": round(self.clock() - w.since, 3),
+                        "reserved": r is not None,
+                        "start": (
+                            time.strftime(
+                                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.graph.wall_time(r.start))
+                            )
+                            if r is not None
+                            else None
+                        ),
+                        "starts_in": max(r.start - now, 0) if r is not None else None,
+                        "note": w.note,
+                    }
+                )
+            return out
+
+    # ---- preemption --------------------------------------------------------------------
+
+    def victims_for(self, group: str) -> list[str]:
+        """The fewest, lowest-priority whole groups whose going lets waiting ``group`` fit now.
+
+        Candidates are groups fluence placed whose priority is lower than
+        ``group``'s and that are not being preempted already; the lowest priority,
+        then the most recently placed, are taken first until a what-if match says
+        the group fits, then any taken one that is not needed is put back. Empty
+        when no such set exists. Nothing changes.
+        """
+        with self.lock, self.graph.lock:
+            w = self.queue.get(group)
+            if w is None or not w.options:
+                return []
+            members: dict[str, list[Holding]] = {}
+            for h in self._holdings.values():
+                if (
+                    h.state != FOREIGN
+                    and h.group
+                    and h.group != group
+                    and h.priority < w.priority
+                    and h.group not in self._preempting
+                ):
+                    members.setdefault(h.group, []).append(h)
+            if not members:
+                return []
+            # Its own reservation would stand in its way: the queue makes it again.
+            if w.reservation is not None:
+                self.graph.cancel_reservations(w.reservation.jobs)
+                w.reservation = None
+                self._replan = True
+            self.graph.hold_on()
+            order = sorted(
+                members,
+                key=lambda g: (
+                    max(h.priority for h in members[g]),
+                    -max(h.placed for h in members[g]),
+                    len(members[g]),
+                ),
+            )
+
+            def jobs_of(groups: Iterable[str]) -> set[int]:
+                out: set[int] = set()
+                for g in groups:
+                    for h in members[g]:
+                        if h.jobid:
+                            out.add(h.jobid)
+                        out.update(d.jobid for d in h.devices if d.jobid)
+                return out
+
+            def fits(groups: list[str]) -> bool:
+                with self.graph.without(jobs_of(groups)):
+                    return any(
+                        self.graph.fits_now(
+                            [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]
+                        )
+                        for specs in w.options
+                    )
+
+            chosen: list[str] = []
+            for g in order:
+                chosen.append(g)
+                if fits(chosen):
+                    break
+            else:
+                return []
+            for g in list(reversed(chosen[:-1])):
+                rest = [c for c in chosen if c != g]
+                if fits(rest):
+                    chosen = rest
+            return chosen
+
+    def preempt(self, groups: Sequence[str], by: str) -> dict[str, list[Holding]]:
+        """Mark ``groups`` as being preempted by ``by``; their bound pods, to be evicted.
+
+        Their unbound members let go at once; the bound ones keep their capacity
+        until their pods are gone (the watch releases them), so nothing is placed
+        twice meanwhile.
+        """
+        out: dict[str, list[Holding]] = {}
+        with self.lock:
+            for g in groups:
+                self._preempting[g] = by
+                hs = [h for h in self._holdings.values() if h.group == g]
+                for h in hs:
+                    if h.state == TENTATIVE and not h.seen_bound:
+                        self.release(h.pod, f"preempted by group {by}")
+                out[g] = [h for h in hs if h.state == COMMITTED or h.seen_bound]
+                if not out[g]:
+                    self._preempting.pop(g, None)
+            return out
+
+    def preempting(self) -> dict[str, str]:
+        """Groups being preempted -> the group that preempts them."""
+        with self.lock:
+            return dict(self._preempting)
 
     def _remember(self, group: str, last: LastMatch) -> None:
         with self.lock:
@@ -376,6 +731,7 @@ class Ledger:
         exclude: Sequence[str],
         split: Mapping[str, Split],
         specs: GroupSpecs,
+        runtime: int,
     ) -> PlaceResult:
         """A gang without a topology constraint, in as few domains as the levels allow.
 
@@ -387,10 +743,10 @@ class Ledger:
             for level in reversed(self.graph.level_types()):
                 if len(self.graph.domains(level)) < 2:
                     continue
-                result = self._place_in_one_domain(group, pods, exclude, split, level)
+                result = self._place_in_one_domain(group, pods, exclude, split, level, runtime)
                 if result.status == "allocated":
                     return result
-        return self._place_locked(group, pods, specs, split)
+        return self._place_locked(group, pods, specs, split, runtime)
 
     def _place_in_one_domain(
         self,
@@ -399,6 +755,7 @@ class Ledger:
         exclude: Sequence[str],
         split: Mapping[str, Split],
         level: str,
+        runtime: int,
     ) -> PlaceResult:
         """Place the whole group inside one vertex of type ``level`` (a rack, say).
 
@@ -408,21 +765,11 @@ class Ledger:
         """
         busy = 0
         domains = self.graph.domains(level)
-        need = _total_compute(pods, split)
         # Next fit: start where the last group of this level went, so a stream of gangs
         # does not try every full domain before the one with room.
-        paths = sorted(domains)
         start = self._next_domain.get(level, "")
-        first = next((i for i, p in enumerate(paths) if p >= start), 0)
-        for path in paths[first:] + paths[:first]:
-            members = domains[path]
-            capacity = self.graph.capacity_of(members)
-            if any(capacity.get(t, 0) < n for t, n in need.items()):
-                continue  # this domain can never hold the group
-            specs = group_jobspecs(
-                group, pods, self.graph.known_types(), exclude, split=split, within=members
-            )
-            result = self._place_locked(group, pods, specs, split)
+        for path, specs in self._domain_specs(group, pods, exclude, split, level, runtime, start):
+            result = self._place_locked(group, pods, specs, split, runtime)
             if result.status == "allocated":
                 self._next_domain[level] = path
                 return result
@@ -440,7 +787,12 @@ class Ledger:
         )
 
     def _place_locked(
-        self, group: str, pods: Sequence[Pod], specs: GroupSpecs, split: Mapping[str, Split]
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        specs: GroupSpecs,
+        split: Mapping[str, Split],
+        runtime: int,
     ) -> PlaceResult:
         matched: list[int] = []
         node_of: dict[str, str] = {}
@@ -503,7 +855,7 @@ class Ledger:
                 devices: list[DeviceRecord] = []
                 for t, be in backends:
                     djid = self._new_id()
-                    self.graph.hold_backend(djid, be.path)
+                    self.graph.hold_backend(djid, be.path, runtime)
                     devices.append(DeviceRecord(t, be.path, be.name, djid))
                 shared = GroupDevices(devices, backends[0][1])
                 self._groups[group] = shared
@@ -517,9 +869,10 @@ class Ledger:
                     self.graph.adopt(jid, alloc, node)
                 elif compute:
                     jid = self._new_id()
-                    self.graph.hold_compute(jid, node, compute)
+                    self.graph.hold_compute(jid, node, compute, runtime)
                 h = Holding(p.key, p.metadata.uid, group, node, dict(compute), jid, TENTATIVE, now)
                 h.placed = now
+                h.runtime = runtime
                 if shared is not None:
                     self._join(h, shared)
                 made[p.key] = h
@@ -579,7 +932,7 @@ class Ledger:
     def _move(self, h: Holding, node: str) -> None:
         new = self._new_id()
         try:
-            self.graph.hold_compute(new, node, h.amounts)
+            self.graph.hold_compute(new, node, h.amounts, h.runtime)
         except (StateError, NotFoundError) as exc:
             raise LedgerError(
                 f"pod {h.pod} was allocated {h.node} but is bound to {node}, "
@@ -597,6 +950,14 @@ class Ledger:
             if h is None:
                 return None
             self._release_jobs(h)
+            self._replan = True
+            if h.group in self._preempting and not any(
+                o.group == h.group for o in self._holdings.values()
+            ):
+                log.info(
+                    "preempted group is gone",
+                    extra={"group": h.group, "by": self._preempting.pop(h.group)},
+                )
             log.info("allocation released", extra={"pod": pod, "group": h.group, "reason": reason})
             if self._unaccounted and not self._retrying:
                 # Capacity came free: pods of other schedulers that did not fit may fit now.
@@ -646,6 +1007,8 @@ class Ledger:
             ]
             for k in old:
                 self.release(k, f"not bound within {self.unbound_timeout:.0f}s")
+            for w in self.queue.stale(now, self.gang_timeout):
+                self._left(w, f"none of its pods asked to be placed for {self.gang_timeout:.0f}s")
             stuck = {
                 h.group
                 for h in self._holdings.values()
@@ -735,18 +1098,19 @@ class Ledger:
 
     def _replay(self, pod: Pod, rec: AllocationRecord) -> None:
         node = pod.spec.node_name
+        runtime = pod_runtime(pod, self.default_runtime)
         jid = 0
         shared = self._groups.get(rec.group) if rec.devices else None
         made_group = False
         try:
             if rec.amounts:
                 jid = self._new_id()
-                self.graph.hold_compute(jid, node, rec.amounts)
+                self.graph.hold_compute(jid, node, rec.amounts, runtime)
             if rec.devices and shared is None:
                 devices: list[DeviceRecord] = []
                 for d in rec.devices:
                     djid = self._new_id()
-                    self.graph.hold_backend(djid, d.path)
+                    self.graph.hold_backend(djid, d.path, runtime)
                     devices.append(DeviceRecord(d.type, d.path, d.name, djid))
                 backend = BackendChoice(rec.backend, devices[0].path, rec.attributes)
                 shared = GroupDevices(devices, backend if rec.backend else None)
@@ -776,6 +1140,8 @@ class Ledger:
             self.clock(),
             BackendChoice(rec.backend, "", rec.attributes) if rec.backend else None,
         )
+        h.runtime = runtime
+        h.priority = pod.spec.priority or 0
         if shared is not None:
             self._join(h, shared)
         self._holdings[pod.key] = h
@@ -791,7 +1157,7 @@ class Ledger:
         if m.amounts:
             jid = self._new_id()
             try:
-                self.graph.hold_compute(jid, m.node, m.amounts)
+                self.graph.hold_compute(jid, m.node, m.amounts, self.default_runtime)
             except (StateError, NotFoundError) as exc:
                 log.warning(
                     "cannot hold a pending gang member again; it is matched anew when retried",
@@ -801,6 +1167,7 @@ class Ledger:
         now = self.clock()
         h = Holding(m.pod, m.uid, group, m.node, dict(m.amounts), jid, TENTATIVE, now)
         h.placed = now
+        h.runtime = self.default_runtime
         if shared is not None:
             self._join(h, shared)
         self._holdings[m.pod] = h
@@ -827,7 +1194,11 @@ class Ledger:
 
     def forget(self, pod_key: str) -> None:
         """The pod was deleted."""
-        self.release(pod_key, "pod deleted")
+        with self.lock:
+            gone = self.queue.forget_pod(pod_key)
+            if gone is not None:
+                self._left(gone, "its pods are gone")
+            self.release(pod_key, "pod deleted")
 
     def retry_unaccounted(self) -> None:
         """Capacity appeared (a node, or a release): account again pods that did not fit before."""

@@ -34,6 +34,8 @@ ANNOTATION_GROUP_SIZE = f"{DOMAIN}/group-size"
 # A node label key (a topology level of the graph, e.g. topology.kubernetes.io/rack) one
 # domain of which must hold the whole group: ours for gangs without a v1beta1 PodGroup.
 ANNOTATION_TOPOLOGY = f"{DOMAIN}/topology"
+ANNOTATION_RUNTIME = f"{DOMAIN}/runtime"
+"""A pod's expected runtime, "90" (seconds) or "90s", "15m", "2h": for planning only."""
 ANNOTATION_ENV_CONTAINERS = f"{DOMAIN}/env-containers"
 """Comma-separated container names that also get the backend env (sidecars)."""
 

@@ -146,6 +146,11 @@ class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     tolerations: list[Toleration] = []
     scheduling_group: SchedulingGroup | None = None
     scheduling_gates: list[SchedulingGate] = []
+    priority: int | None = None
+    """Resolved from priorityClassName at admission, so a pod cannot claim any other."""
+    preemption_policy: str = ""
+    """``Never``: the pod waits rather than preempt (from its PriorityClass)."""
+    active_deadline_seconds: int | None = None
 
 
 class PodStatus(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -225,6 +230,8 @@ class PodGroupSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     """scheduling.k8s.io/v1beta1: every pod of the group in one domain of a node label."""
     min_member: int | None = None
     """scheduling.x-k8s.io/v1alpha1 (scheduler-plugins) spelling of the gang size."""
+    priority: int | None = None
+    """scheduling.k8s.io/v1beta1: resolved from priorityClassName at admission."""
 
 
 class PodGroup(msgspec.Struct, omit_defaults=True):

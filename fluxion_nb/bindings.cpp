@@ -95,7 +95,8 @@ NB_MODULE(_core, m) {
             nb::arg("traverser") = "simple", nb::arg("subsystems") = "CA",
             nb::arg("keep_canceled") = true)
         .def("match", &Matcher::match, nb::arg("jobspec_json"), nb::arg("op") = "allocate",
-             nb::arg("jobid") = nb::none(), nb::arg("format") = "", nb::call_guard<nb::gil_scoped_release>())
+             nb::arg("jobid") = nb::none(), nb::arg("format") = "", nb::arg("now") = 0,
+             nb::call_guard<nb::gil_scoped_release>())
         .def("update_allocate", &Matcher::update_allocate, nb::arg("jobid"), nb::arg("R"), nb::arg("at"),
              nb::arg("duration"), nb::arg("reserve") = false, nb::arg("format") = "",
              nb::call_guard<nb::gil_scoped_release>())
@@ -145,7 +146,7 @@ NB_MODULE(_core, m) {
         .def("attach", &Matcher::attach, nb::arg("jgf"), nb::call_guard<nb::gil_scoped_release>())
         .def("remove", &Matcher::remove, nb::arg("path"), nb::call_guard<nb::gil_scoped_release>())
         .def("remove_ranks", &Matcher::remove_ranks, nb::arg("idset"), nb::call_guard<nb::gil_scoped_release>())
-        .def("usage", &Matcher::usage)
+        .def("usage", &Matcher::usage, nb::arg("at") = 0)
         .def("find", &Matcher::find, nb::arg("criteria"), nb::arg("format") = "",
              nb::call_guard<nb::gil_scoped_release>())
         .def("traversal_counts", &Matcher::traversal_counts)

@@ -236,9 +236,14 @@ class Graph:
         *,
         jobid: int | None = None,
         format: MatchFormat | None = None,
+        now: int = 0,
     ) -> Allocation:
-        """Match a jobspec. Failure to fit is a result (busy/unsatisfiable), not an exception."""
-        return _allocation(self._m, self._m.match(to_json(jobspec), op, jobid, format or ""))
+        """Match a jobspec at time ``now``. Failure to fit is a result (busy/unsatisfiable).
+
+        A job that can start at ``now`` is ``allocated``; ``allocate_orelse_reserve``
+        makes one that can only start later ``reserved`` at its earliest start.
+        """
+        return _allocation(self._m, self._m.match(to_json(jobspec), op, jobid, format or "", now))
 
     def satisfiable(self, jobspec: JobspecLike) -> bool:
         """Could this jobspec ever fit on the graph (all resources free)?"""
@@ -276,9 +281,9 @@ class Graph:
     def stat(self) -> dict[str, int]:
         return dict(self._m.stat())
 
-    def usage(self) -> list[Any]:
-        """Per vertex: path, type, size and the amount held now."""
-        return list(self._m.usage())
+    def usage(self, at: int = 0) -> list[Any]:
+        """Per vertex: path, type, size and the amount held at time ``at``."""
+        return list(self._m.usage(at))
 
     def find(self, criteria: str, format: MatchFormat | None = None) -> str:
         """Vertices matching a resource-query ``find`` expression, written as R.

@@ -21,6 +21,7 @@ from fluence.settings import parse_command_line
 from scheduler_extender.access import KubeAccessReviewer
 from scheduler_extender.app import create_app
 from scheduler_extender.binder import ApiBinder
+from scheduler_extender.eviction import ApiEvictor
 from scheduler_extender.runtime import ConfigReloader, Runtime, freeze_startup_heap, thaw_heap
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.settings import ExtenderSettings
@@ -72,10 +73,19 @@ def main(argv: list[str] | None = None) -> None:
         gang_timeout=settings.gang_timeout,
         seal=seal,
         events=events,
+        default_runtime=settings.default_runtime,
+        reserve_depth=1 if settings.backfill == "easy" else settings.reserve_depth,
     )
     runtime = Runtime(cache, graph, ledger)
     binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)
-    scheduler = Scheduler(graph, ledger, cache, binder, scheduler_name=settings.scheduler_name)
+    scheduler = Scheduler(
+        graph,
+        ledger,
+        cache,
+        binder,
+        scheduler_name=settings.scheduler_name,
+        evictor=ApiEvictor(api, events) if settings.preemption else None,
+    )
     startup_failed = threading.Event()
     app = create_app(
         scheduler,

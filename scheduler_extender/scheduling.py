@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 from opentelemetry import trace
@@ -22,6 +22,9 @@ from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import JobspecError
 from fluence.ledger import Ledger, LedgerError
 from fluence.pods import Pod, PodGroup
+
+if TYPE_CHECKING:
+    from scheduler_extender.eviction import Evictor
 
 log = logging.getLogger(__name__)
 _tracer = telemetry.tracer("fluence.extender")
@@ -93,8 +96,11 @@ class Scheduler:
         binder: Binder,
         *,
         scheduler_name: str = "fluence",
+        evictor: Evictor | None = None,
     ) -> None:
         self.graph = graph
+        self.evictor = evictor
+        """Evicts whole lower-priority groups for a waiting one; None: no preemption."""
         self.ledger = ledger
         self.view = view
         self.binder = binder
@@ -155,7 +161,15 @@ class Scheduler:
         if pod.key not in {m.key for m in to_place}:
             to_place.append(pod)
         return self._place(
-            ref.key, to_place, pod, candidates, only_candidates=False, topology=ref.topology
+            ref.key,
+            to_place,
+            pod,
+            candidates,
+            only_candidates=False,
+            topology=ref.topology,
+            priority=ref.priority
+            if ref.priority is not None
+            else max((m.spec.priority or 0 for m in members), default=0),
         )
 
     def _members(self, pod: Pod, ref: groups.GroupRef) -> list[Pod]:
@@ -178,6 +192,7 @@ class Scheduler:
         *,
         only_candidates: bool,
         topology: str = "",
+        priority: int = 0,
     ) -> FilterOutcome:
         exclude: set[str] = set()
         seen: set[bytes] = set()
@@ -194,7 +209,9 @@ class Scheduler:
             allowed = set(candidates)
             exclude.update(n for n in self.graph.node_names() if n not in allowed)
         try:
-            res = self.ledger.place(group, pods, sorted(exclude), topology=topology)
+            res = self.ledger.place(
+                group, pods, sorted(exclude), topology=topology, priority=priority
+            )
         except JobspecError as exc:
             return FilterOutcome(unresolvable={n: str(exc) for n in candidates})
         except LedgerError as exc:
@@ -205,7 +222,8 @@ class Scheduler:
         if res.status == "unsatisfiable":
             return FilterOutcome(unresolvable={n: res.message for n in candidates})
         if res.status != "allocated":
-            return FilterOutcome(failed={n: res.message for n in candidates})
+            message = res.message + self._preempt_for(group, pod)
+            return FilterOutcome(failed={n: message for n in candidates})
         mine = res.holdings[pod.key]
         if not mine.amounts:
             return FilterOutcome(nodes=list(candidates))
@@ -219,6 +237,22 @@ class Scheduler:
         msg = f"fluxion placed pod {pod.key} on {mine.node}, which the scheduler ruled out"
         self.ledger.release(pod.key, msg)
         return FilterOutcome(failed={n: msg for n in candidates})
+
+    def _preempt_for(self, group: str, pod: Pod) -> str:
+        """Start evicting the lower-priority groups whose going lets ``group`` fit; what to add
+        to its message ("" when nothing is preempted)."""
+        if self.evictor is None or pod.spec.preemption_policy == "Never":
+            return ""
+        already = [g for g, by in self.ledger.preempting().items() if by == group]
+        if already:
+            return f"; waiting for preempted group(s) {', '.join(sorted(already))} to end"
+        victims = self.ledger.victims_for(group)
+        if not victims:
+            return ""
+        doomed = self.ledger.preempt(victims, group)
+        log.info("preempting", extra={"group": group, "victims": victims})
+        self.evictor.evict(doomed, group)
+        return f"; preempting lower-priority group(s) {', '.join(victims)}"
 
     # ---- prioritize --------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from fluence.settings import ServerSettings
@@ -45,6 +47,29 @@ class ExtenderSettings(ServerSettings):
         gt=0,
         description="Seconds a group may hold its capacity without every member bound; then "
         "all its unbound holdings are released and the group is matched again when retried.",
+    )
+    default_runtime: int = Field(
+        default=3600,
+        ge=0,
+        description="Seconds a pod without activeDeadlineSeconds or a "
+        "fluence.flux-framework.org/runtime annotation is expected to run, for planning "
+        "reservations (0: unknown, nothing can be reserved behind it). Pods are held until "
+        "they end whatever their estimate.",
+    )
+    backfill: Literal["conservative", "easy"] = Field(
+        default="conservative",
+        description="conservative: the first reserve_depth waiting groups hold reservations "
+        "that nothing placed later may delay; easy: only the head of the queue does.",
+    )
+    reserve_depth: int = Field(
+        default=32,
+        gt=0,
+        description="Waiting groups that hold reservations under conservative backfill.",
+    )
+    preemption: bool = Field(
+        default=True,
+        description="A waiting group may evict whole groups of lower priority when a what-if "
+        "match shows it then fits (pods with preemptionPolicy Never never do).",
     )
     bind_concurrency: int = Field(
         default=16,

@@ -6,7 +6,9 @@ Versioned so tools can rely on it::
      "nodes":    {name: {type: {"capacity", "allocated", "free"}}},
      "backends": {name: {"held": bool, "pod": key|null, "attributes": {...}}},
      "groups":   {key: {"pods": {pod: node}, "backend": name|null}},
-     "pods":     {key: {"node", "state", "group", "amounts", "backend"}}}
+     "pods":     {key: {"node", "state", "group", "amounts", "backend"}},
+     "queue":    [{"group", "position", "priority", "pods", "runtime",
+                   "waiting_seconds", "reserved", "start", "starts_in", "note"}]}
 
 Built from copies taken under short locks, so reading it never holds up a match.
 """
@@ -58,4 +60,5 @@ def snapshot(graph: ClusterGraph, ledger: Ledger) -> dict[str, Any]:
         "backends": backends,
         "groups": groups,
         "pods": pods,
+        "queue": ledger.waiting(),
     }

@@ -3,12 +3,14 @@
 The live graph is asked with the matcher's ``without_allocating`` op, which
 matches at the current time and records no job. When that fails, whether the
 request could *ever* fit is decided on :meth:`ClusterGraph.satisfiable` (an
-empty copy of the graph with every node up), the same rule filter uses.
+empty copy of the graph with every node up), the same rule filter uses, and an
+``allocate_orelse_reserve`` probe, cancelled at once, tells when it would start.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +47,23 @@ def parse_jobspec(body: bytes) -> dict[str, Any]:
     return doc
 
 
+def _earliest_start(graph: ClusterGraph, spec: Mapping[str, Any]) -> int | None:
+    """When the request could start behind what is held and reserved (graph time), or None.
+
+    A jobspec without a duration runs "until released"; it is asked for a second,
+    which says when it could start.
+    """
+    probe = json.loads(json.dumps(spec))
+    system = probe.setdefault("attributes", {}).setdefault("system", {})
+    if not system.get("duration"):
+        system["duration"] = 1
+    alloc = graph.reserve(probe, PROBE_JOBID)
+    if alloc.ok:
+        graph.cancel_reservations([PROBE_JOBID])
+        return alloc.at
+    return None
+
+
 def what_if(graph: ClusterGraph, jobspec: Mapping[str, Any]) -> dict[str, Any]:
     """Where ``jobspec`` would be placed now, or why not; the graph is left as it was.
 
@@ -65,15 +84,25 @@ def what_if(graph: ClusterGraph, jobspec: Mapping[str, Any]) -> dict[str, Any]:
                     + (f" on {', '.join(alloc.nodes)}" if alloc.nodes else ""),
                 }
             ever = graph.satisfiable(spec)
+            start = _earliest_start(graph, spec) if ever else None
     except (InputError, StateError) as exc:
         raise JobspecInputError(f"the matcher cannot read this jobspec: {exc}") from exc
     if ever:
-        return {
+        doc: dict[str, Any] = {
             "status": BUSY,
             "nodes": {},
             "vertices": [],
             "message": "does not fit now: not enough free capacity; it fits once resources free up",
         }
+        if start is not None:
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(graph.wall_time(start)))
+            doc["start"] = at
+            doc["starts_in"] = start - graph.now()
+            doc["message"] = (
+                f"does not fit now; it would start at {at} (in {doc['starts_in']}s), after the "
+                "running pods' expected ends and the waiting groups' reservations"
+            )
+        return doc
     return {
         "status": UNSATISFIABLE,
         "nodes": {},

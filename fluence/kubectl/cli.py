@@ -70,6 +70,11 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("-n", "--namespace", default="", help="the pod's namespace (default: default)")
     ex.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
 
+    qu = sub.add_parser(
+        "queue", help="groups waiting for capacity, in order, with their expected start"
+    )
+    qu.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+
     gr = sub.add_parser("graph", help="the live resource graph")
     gr.add_argument("-o", "--output", choices=["jgf", "dot"], default="jgf")
     gr.add_argument("--render", metavar="FILE", help="draw the graph into FILE with Graphviz")
@@ -121,6 +126,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(render.status_text(state, paint))
             else:
                 emit(render.status_doc(state), args.output, out)
+            return EXIT_OK
+        if args.command == "queue":
+            waiting = client.state().get("queue", [])
+            if args.output == "table":
+                out.write(render.queue_text(waiting, paint))
+            else:
+                emit(waiting, args.output, out)
             return EXIT_OK
         if args.command == "explain":
             ns, _, name = args.pod.rpartition("/")

@@ -199,6 +199,43 @@ def explain_text(doc: Mapping[str, Any], paint: Painter) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _seconds(n: float) -> str:
+    n = int(n)
+    if n < 120:
+        return f"{n}s"
+    if n < 7200:
+        return f"{n // 60}m"
+    return f"{n // 3600}h{n % 3600 // 60:02d}m"
+
+
+def queue_text(waiting: Sequence[Mapping[str, Any]], paint: Painter) -> str:
+    """``kubectl fluence queue``: like ``squeue --start``, the expected start of each group."""
+    if not waiting:
+        return "no group is waiting for capacity\n"
+    rows = []
+    for w in waiting:
+        if w.get("reserved"):
+            start = str(w.get("start") or "")
+            when = paint("now", GREEN) if not w.get("starts_in") else start
+            left = _seconds(w.get("starts_in") or 0)
+        else:
+            when, left = paint("-", YELLOW), str(w.get("note") or "not reserved")
+        rows.append(
+            [
+                str(w.get("position", "")),
+                str(w.get("group", "")),
+                str(w.get("priority", 0)),
+                str(w.get("pods", "")),
+                _seconds(w.get("runtime") or 0) if w.get("runtime") else "-",
+                _seconds(w.get("waiting_seconds") or 0),
+                when,
+                left,
+            ]
+        )
+    headers = ["#", "GROUP", "PRIORITY", "PODS", "RUNTIME", "WAITING", "START", "IN"]
+    return table(headers, rows, paint)
+
+
 def match_text(doc: Mapping[str, Any], paint: Painter) -> str:
     status = str(doc.get("status", ""))
     colour = GREEN if status == "fits" else YELLOW if status == "busy" else RED

@@ -120,7 +120,7 @@ Jobspec &Matcher::parse_cached(const std::string &jobspec_json) {
 }
 
 MatchResult Matcher::match(const std::string &jobspec_json, const std::string &op_name,
-                           std::optional<int64_t> jobid, const std::string &format) {
+                           std::optional<int64_t> jobid, const std::string &format, int64_t now) {
     std::lock_guard<std::mutex> lk(mu_);
     auto t0 = std::chrono::steady_clock::now();
     MatchResult r;
@@ -130,13 +130,16 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
     if (auto known = jobs_.find(id); known != jobs_.end() && known->second.state != "CANCELED")
         throw StateError("job id " + std::to_string(id) + " is already in use");
     r.jobid = id;
+    if (now < 0 || now >= g_->end())
+        throw InputError("match: now " + std::to_string(now) + " lies outside the graph's time span (0 to " +
+                         std::to_string(g_->end()) + ")");
     Jobspec &cached = parse_cached(jobspec_json);  // throws InputError
     // The flexible traverser settles xor_slot alternatives in the jobspec
     // itself, so it gets a copy; the simple one may keep the cached object.
     Jobspec scratch;
     Jobspec &js = trav_->kind() == TraverserKind::Flexible ? (scratch = cached) : cached;
     Emission em;
-    int64_t at = 0;
+    int64_t at = now;
     MatchErr err = MatchErr::None;
     JobRecord *record = nullptr;  // this job's, once known
     bool ok = trav_->run(js, op, id, at, em, err);
@@ -161,8 +164,8 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
         if (!consumes) {
             r.status = "matched";
         } else {
-            r.status = at == 0 ? "allocated" : "reserved";
-            JobRecord jr{id, at == 0 ? "ALLOCATED" : "RESERVED", at, r.duration, 0.0, r.R, {}};
+            r.status = at == now ? "allocated" : "reserved";
+            JobRecord jr{id, at == now ? "ALLOCATED" : "RESERVED", at, r.duration, 0.0, r.R, {}};
             jr.vertices.reserve(em.vertices.size());
             for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
             record = &jobs_.insert_or_assign(id, std::move(jr)).first->second;
@@ -527,14 +530,14 @@ std::pair<unsigned, unsigned> Matcher::traversal_counts() const {
     return {trav_->preorder_count(), trav_->postorder_count()};
 }
 
-std::vector<Matcher::Usage> Matcher::usage() const {
+std::vector<Matcher::Usage> Matcher::usage(int64_t at) const {
     std::lock_guard<std::mutex> lk(mu_);
     trav_->settle();
     std::vector<Usage> out;
     for (size_t i = 0; i < g_->vertices.size(); ++i) {
         const Vertex &v = g_->vertices[i];
         if (v.removed) continue;
-        int64_t free_now = v.plans.avail_at(0);
+        int64_t free_now = v.plans.avail_at(at);
         out.push_back({std::string(g_->some_path(static_cast<int>(i))), g_->types.name(v.type), std::string(v.name), v.size, v.size - (free_now < 0 ? 0 : free_now)});
     }
     return out;

@@ -91,9 +91,11 @@ class Matcher {
 
     // op: allocate | allocate_orelse_reserve | allocate_with_satisfiability |
     //     satisfiability | without_allocating | without_allocating_future
+    // `now`: the time the match is made at (flux-sched's queue passes the
+    // clock); a job that starts at `now` is allocated, a later one reserved.
     MatchResult match(const std::string &jobspec_json, const std::string &op,
                       std::optional<int64_t> jobid = std::nullopt,
-                      const std::string &format = "");
+                      const std::string &format = "", int64_t now = 0);
     // Replay a known allocation (JGF R, as written by the jgf/rv1 writers).
     MatchResult update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
                                 bool reserve, const std::string &format = "");
@@ -147,7 +149,7 @@ class Matcher {
         std::string path, type, name;
         int64_t size, used;
     };
-    std::vector<Usage> usage() const;
+    std::vector<Usage> usage(int64_t at = 0) const;
 
     // resource-query's find: the vertices matching `criteria` (see find.hpp)
     // written in `format` ("" = the matcher's format). Throws InputError.

@@ -1,7 +1,10 @@
-"""POST /preempt: accept the scheduler's victims, reported by UID.
+"""POST /preempt: never let kube-scheduler take part of a gang.
 
-Fluence does not pick victims itself; a preempted pod's allocation is released
-by the watch when it ends, and its preemptor is placed through filter again.
+kube-scheduler's preemption evicts the victims on the one node it picks; for a
+gang that spans nodes it would leave the rest of the group holding capacity
+for nothing. fluence preempts whole groups itself (:mod:`scheduler_extender.eviction`,
+started from filter), so this verb answers every request with no victims,
+which ends kube-scheduler's own preemption for pods of this profile.
 """
 
 from __future__ import annotations
@@ -13,14 +16,6 @@ from scheduler_extender.verbs.body import decode, read_body
 
 
 async def handle(request: Request, limit: int) -> bytes:
-    args = decode(wire.preemption_args, await read_body(request, limit), "ExtenderPreemptionArgs")
-    out: dict[str, wire.MetaVictims] = {}
-    if args.node_name_to_meta_victims is not None:
-        out = dict(args.node_name_to_meta_victims)
-    elif args.node_name_to_victims is not None:
-        for node, v in args.node_name_to_victims.items():
-            out[node] = wire.MetaVictims(
-                pods=[wire.MetaPod(uid=wire.pod_uid(p)) for p in v.pods],
-                num_pdb_violations=v.num_pdb_violations,
-            )
-    return wire.encoder.encode(wire.ExtenderPreemptionResult(node_name_to_meta_victims=out))
+    # Read and check the body all the same: a malformed request gets its clear error.
+    decode(wire.preemption_args, await read_body(request, limit), "ExtenderPreemptionArgs")
+    return wire.encoder.encode(wire.ExtenderPreemptionResult(node_name_to_meta_victims={}))

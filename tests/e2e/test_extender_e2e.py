@@ -18,12 +18,19 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from kubernetes.client import ApiClient, BatchV1Api, CoreV1Api, CustomObjectsApi
+from kubernetes.client import (
+    ApiClient,
+    BatchV1Api,
+    CoreV1Api,
+    CustomObjectsApi,
+    SchedulingV1Api,
+)
 from kubernetes.client.exceptions import ApiException
 
 from fluence import names
@@ -170,10 +177,12 @@ class Suite:
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
         extra: dict[str, str] | None = None,
+        spec: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         requests = {"cpu": cpu, "memory": memory, **(extra or {})}
         metadata = {"labels": labels or {}, "annotations": annotations or {}}
         body = pod_body(name, requests, self.id, group=group, metadata=metadata)
+        body["spec"].update(spec or {})
         out: dict[str, Any] = self.core.api_client.sanitize_for_serialization(
             self.core.create_namespaced_pod(self.ns, body)
         )
@@ -747,3 +756,118 @@ def test_a_gang_that_requires_one_rack_lands_in_one_rack(suite: Suite) -> None:
     assert len(racks) == 1, bound  # one rack holds the whole gang
     blocked_rack = blocker_node.split("-")[1]
     assert racks != {blocked_rack}  # the blocked rack has room for two pods only
+
+
+def test_a_gang_behind_a_stream_of_small_jobs_starts_at_its_reservation(suite: Suite) -> None:
+    """No starvation: the gang's capacity is reserved; only a job that ends first backfills."""
+    suite.add_nodes(4, cpu="4")
+
+    def timed(name: str, seconds: int, **kw: Any) -> None:
+        annotations = {
+            names.ANNOTATION_RUNTIME: f"{seconds}s",
+            ANNOTATION_EXIT_CODE: "0",
+            ANNOTATION_EXIT_AFTER: f"{seconds}s",
+        }
+        suite.pod(name, cpu="1", memory="64Mi", annotations=annotations, **kw)
+
+    running = [f"run-{i}" for i in range(8)]
+    for name in running:
+        timed(name, 25)
+    suite.wait_bound(*running)
+    suite.podgroup("big", 16)
+    gang = [f"big-{i}" for i in range(16)]
+    for name in gang:
+        timed(name, 10, group="big")
+    wait_for(
+        lambda: "reserved from" in suite.unschedulable_message("big-0"),
+        60,
+        "the gang to be reserved and say when it starts",
+        lambda: suite.describe("big-0"),
+    )
+    # A stream of one-pod jobs that would still run when the gang's reservation starts.
+    stream = [f"stream-{i}" for i in range(6)]
+    for name in stream:
+        timed(name, 60)
+        time.sleep(1)
+    # A job that ends before the reservation starts backfills a free core now.
+    timed("quick", 3)
+    suite.wait_bound("quick", timeout=30)
+    assert all(suite.node_of(p) == "" for p in stream), "a long job took the gang's capacity"
+    queue = suite.stack.extender.state()["queue"]
+    mine = [w for w in queue if w["group"].startswith(suite.ns + "/")]
+    assert mine[0]["group"] == f"{suite.ns}/big" and mine[0]["reserved"]
+    assert "reserved from" in suite.unschedulable_message("stream-0")
+    bound = suite.wait_bound(*gang, timeout=90)
+    assert set(bound.values()) == set(suite.nodes)
+    gang_bound = max(_condition_time(suite.get(p), "PodScheduled") for p in gang)
+    first_stream = min(
+        (_condition_time(suite.get(p), "PodScheduled") for p in stream if suite.node_of(p)),
+        default=float("inf"),
+    )
+    assert first_stream >= gang_bound, "a stream job started before the reserved gang"
+
+
+def _condition_time(pod: dict[str, Any], kind: str) -> float:
+    """When the pod's condition ``kind`` last turned True (Unix time)."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("status") == "True":
+            return datetime.fromisoformat(str(c["lastTransitionTime"])).timestamp()
+    raise AssertionError(f"{pod['metadata']['name']} has no {kind}=True condition")
+
+
+def test_a_high_priority_gang_preempts_exactly_one_whole_lower_priority_gang(
+    suite: Suite,
+) -> None:
+    suite.add_nodes(2, cpu="4")
+    scheduling = SchedulingV1Api(suite.core.api_client)
+    classes = {"low": f"low-{suite.id}", "high": f"high-{suite.id}"}
+    for level, value in (("low", 10), ("high", 1000)):
+        scheduling.create_priority_class(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": classes[level]},
+                "value": value,
+            }
+        )
+    try:
+        gangs = {"low-a": "low", "low-b": "low", "high": "high"}
+        for gang, level in list(gangs.items())[:2]:
+            suite.podgroup(gang, 2)
+            for i in range(2):
+                suite.pod(
+                    f"{gang}-{i}",
+                    cpu="2",
+                    memory="64Mi",
+                    group=gang,
+                    spec={"priorityClassName": classes[level]},
+                )
+            suite.wait_bound(f"{gang}-0", f"{gang}-1")
+        suite.podgroup("high", 2)
+        for i in range(2):
+            suite.pod(
+                f"high-{i}",
+                cpu="2",
+                memory="64Mi",
+                group="high",
+                spec={"priorityClassName": classes["high"]},
+            )
+        bound = suite.wait_bound("high-0", "high-1", timeout=120)
+        assert set(bound.values()) <= set(suite.nodes)
+
+        def alive() -> set[str]:
+            return {
+                p.metadata.name
+                for p in suite.core.list_namespaced_pod(suite.ns).items
+                if not p.metadata.deletion_timestamp
+            }
+
+        # The newest lower-priority gang went, whole; the other one still runs where it was.
+        wait_for(lambda: not alive() & {"low-b-0", "low-b-1"}, 60, "low-b to be evicted")
+        assert {"low-a-0", "low-a-1", "high-0", "high-1"} <= alive()
+        events = suite.core.list_namespaced_event(suite.ns).items
+        preempted = {e.involved_object.name for e in events if e.reason == "Preempted"}
+        assert preempted == {"low-b-0", "low-b-1"}
+    finally:
+        for name in classes.values():
+            scheduling.delete_priority_class(name)

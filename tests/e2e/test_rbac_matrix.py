@@ -42,6 +42,7 @@ EXTENDER = rights(
     ("pods", "get list watch"),  # fluence.reflectors, binder (read-back)
     ("nodes", "get list watch"),  # fluence.reflectors
     ("pods/binding", "create"),  # scheduler_extender.binder
+    ("pods/eviction", "create"),  # scheduler_extender.eviction
     ("events", "create"),  # fluence.events
     ("tokenreviews.authentication.k8s.io", "create"),  # scheduler_extender.access
     ("subjectaccessreviews.authorization.k8s.io", "create"),  # scheduler_extender.access

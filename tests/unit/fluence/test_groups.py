@@ -102,3 +102,20 @@ def test_native_field_wins_over_labels_and_namespaces_keep_groups_apart() -> Non
 )
 def test_group_size_is_a_plain_ascii_decimal_within_bounds(text: str, size: int | None) -> None:
     assert groups.parse_group_size(text) == size
+
+
+def test_a_native_podgroups_priority_counts_and_a_crds_does_not() -> None:
+    spec = {"schedulingPolicy": {"gang": {"minCount": 2}}, "priority": 5000}
+    native = _pg("scheduling.k8s.io/v1beta1", "g", spec)
+    ref = groups.identify(
+        make_pod("a", group="g"), _lookup({("scheduling.k8s.io", "default", "g"): native})
+    )
+    assert ref.priority == 5000
+    # The scheduler-plugins CRD has no admission behind it: a tenant could write anything.
+    crd = _pg("scheduling.x-k8s.io/v1alpha1", "old", {"minMember": 2, "priority": 10**9})
+    pod = make_pod("a", labels={names.LABEL_X_K8S_POD_GROUP: "old"})
+    assert (
+        groups.identify(pod, _lookup({("scheduling.x-k8s.io", "default", "old"): crd})).priority
+        is None
+    )
+    assert groups.identify(make_pod("solo")).priority is None

@@ -205,3 +205,27 @@ def test_unreachable_extender_is_exit_3_with_advice(capsys: pytest.CaptureFixtur
     code = cli.main(["--url", "http://127.0.0.1:9", "status"])
     assert code == cli.EXIT_UNREACHABLE
     assert "cannot reach the extender" in capsys.readouterr().err
+
+
+def test_queue_lists_waiting_groups_in_order_with_their_expected_start(env: Env) -> None:
+    blocker = make_pod("blocker", cpu="4", raw=True)
+    blocker["metadata"]["annotations"] = {"fluence.flux-framework.org/runtime": "10m"}
+    env.cluster.add(blocker)
+    env.filter(blocker, ["a", "b"])
+    code, text = run("--no-color", "queue")
+    assert code == 0 and text == "no group is waiting for capacity\n"
+    env.cluster.add_group("big", 2)
+    big = [make_pod(f"big-{i}", cpu="4", group="big", raw=True) for i in range(2)]
+    for p in big:
+        env.cluster.add(p)
+    out = env.filter(big[0], ["a", "b"])
+    assert "reserved from" in json.dumps(out)
+    code, text = run("--no-color", "queue")
+    got = rows(text)
+    assert ["#", "GROUP", "PRIORITY", "PODS", "RUNTIME", "WAITING", "START", "IN"] in got
+    line = next(r for r in got if r[1] == "default/big")
+    assert line[0] == "1" and line[3] == "2" and line[4] == "60m"
+    assert line[7] in ("10m", "9m")  # the blocker's planned end
+    code, text = run("queue", "-o", "json")
+    (doc,) = json.loads(text)
+    assert doc["reserved"] and doc["starts_in"] in (599, 600) and doc["position"] == 1

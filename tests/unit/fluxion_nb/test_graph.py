@@ -354,3 +354,21 @@ def test_a_tree_too_deep_to_walk_is_refused_with_a_clear_error() -> None:
     assert Graph(_chain(1000)).stat()["vertices"] == 1000
     with pytest.raises(InputError, match="deeper than 1024 levels"):
         Graph(_chain(2500))
+
+
+def test_a_match_made_at_a_later_time_allocates_there_and_reserves_after_held_jobs() -> None:
+    g = Graph(pooled_cluster(nodes=1, cpus_milli=4000, memory_mib=8192), partial_pools=True)
+    g.hold(1, {"/cluster/worker0/core0": 4000}, at=100, duration=50)  # held over [100, 150)
+    now = g.match(slot_jobspec(4, 1000, 1000, duration=10), jobid=2, now=120)
+    assert now.status == "busy"
+    later = g.match(
+        slot_jobspec(4, 1000, 1000, duration=10), "allocate_orelse_reserve", jobid=3, now=120
+    )
+    assert (later.status, later.at) == ("reserved", 150)
+    # Before the hold begins there is room, for as long as it ends before the hold starts.
+    early = g.match(slot_jobspec(4, 1000, 1000, duration=10), jobid=4, now=80)
+    assert (early.status, early.at) == ("allocated", 80)
+    assert {u.path: u.used for u in g.usage(at=85)}["/cluster/worker0/core0"] == 4000
+    assert {u.path: u.used for u in g.usage(at=95)}["/cluster/worker0/core0"] == 0
+    with pytest.raises(InputError, match="time span"):
+        g.match(slot_jobspec(1, 1000, 1000), jobid=5, now=-1)

@@ -253,7 +253,7 @@ def test_409_elsewhere_or_for_a_recreated_pod_releases_and_says_which() -> None:
     assert "default/q" not in env.state()["pods"]
 
 
-def test_preempt_returns_victims_by_uid() -> None:
+def test_preempt_gives_kube_scheduler_no_victims_so_no_gang_is_cut_in_part() -> None:
     env = Env([make_node("a")])
     victim = make_pod("v", raw=True)
     body = {
@@ -261,9 +261,7 @@ def test_preempt_returns_victims_by_uid() -> None:
         "NodeNameToVictims": {"a": {"Pods": [victim], "NumPDBViolations": 1}},
     }
     r = env.client.post("/preempt", json=body)
-    assert r.json() == {
-        "NodeNameToMetaVictims": {"a": {"Pods": [{"UID": "uid-default-v"}], "NumPDBViolations": 1}}
-    }
+    assert r.json() == {"NodeNameToMetaVictims": {}}
 
 
 def test_health_readiness_and_oversized_bodies() -> None:

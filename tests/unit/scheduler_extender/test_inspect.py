@@ -133,6 +133,8 @@ async def test_match_fits_busy_or_never_and_changes_nothing(inspected: Inspected
     busy = compute_jobspec((("core", 3000),), 2, "what-if")
     r = await inspected.http.post("/match", json=busy)
     assert r.json()["status"] == "busy"
+    # When the blocker is expected to end (the default runtime, an hour), it would start.
+    assert r.json()["starts_in"] in (3599, 3600) and "would start at" in r.json()["message"]
     never = compute_jobspec((("core", 5000),), 1, "what-if")
     r = await inspected.http.post("/match", json=never)
     assert r.json()["status"] == "unsatisfiable" and "can never fit" in r.json()["message"]

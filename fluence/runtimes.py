@@ -1,0 +1,56 @@
+"""How long a group is expected to run: what the planner needs to reserve behind it.
+
+A pod's estimate is, first that applies: its ``activeDeadlineSeconds`` (the
+kubelet ends the pod then, so it is an upper bound nobody can talk past), the
+``fluence.flux-framework.org/runtime`` annotation, the configured default. A
+group runs as long as its longest member. An estimate is for planning only: a
+pod that outlives it keeps its capacity (the graph holds it on), and the
+reservations behind it move later.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from fluence import names
+from fluence.pods import Pod
+
+MAX_RUNTIME = 10 * 365 * 24 * 3600
+"""Longest estimate accepted (ten years); longer ones are cut to it."""
+
+_RUNTIME = re.compile(r"([0-9]{1,9})(s|m|h|d)?")
+_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_runtime(text: str) -> int | None:
+    """``"90"``, ``"90s"``, ``"15m"``, ``"2h"``, ``"1d"`` -> seconds; None when not that form."""
+    m = _RUNTIME.fullmatch(text.strip())
+    if not m:
+        return None
+    seconds = int(m.group(1)) * _UNIT[m.group(2) or ""]
+    return min(seconds, MAX_RUNTIME) if seconds > 0 else None
+
+
+def pod_runtime(pod: Pod, default: int) -> int:
+    """Seconds ``pod`` is expected to run (0: unknown, until it ends)."""
+    deadline = pod.spec.active_deadline_seconds
+    if deadline is not None and deadline > 0:
+        return min(deadline, MAX_RUNTIME)
+    text = pod.metadata.annotations.get(names.ANNOTATION_RUNTIME)
+    if text:
+        parsed = parse_runtime(text)
+        if parsed is not None:
+            return parsed
+    return max(default, 0)
+
+
+def group_runtime(pods: Iterable[Pod], default: int) -> int:
+    """The longest member's estimate; unknown (0) when any member's is."""
+    longest = 0
+    for p in pods:
+        r = pod_runtime(p, default)
+        if r == 0:
+            return 0
+        longest = max(longest, r)
+    return longest

@@ -1,0 +1,90 @@
+"""Evicting whole groups for a higher-priority one (gang-aware preemption).
+
+kube-scheduler's preemption picks one node and deletes the victims on it, so
+it cannot take a gang whose pods span nodes as a whole: it would leave the
+rest of the gang running, holding capacity for nothing. fluence therefore
+answers ``/preempt`` with no victims and evicts itself, through the Eviction
+API (so PodDisruptionBudgets apply), every bound pod of the groups
+:meth:`~fluence.ledger.Ledger.victims_for` chose after a what-if match showed
+the preemptor fits once they are gone. Evictions run on a thread of their own:
+filter never waits for the API server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from kubernetes.client import (
+    CoreV1Api,
+    V1DeleteOptions,
+    V1Eviction,
+    V1ObjectMeta,
+    V1Preconditions,
+)
+from kubernetes.client.exceptions import ApiException
+
+from fluence.events import PodEvents
+from fluence.ledger import Holding
+
+log = logging.getLogger(__name__)
+
+
+class Evictor(Protocol):
+    def evict(self, victims: Mapping[str, Sequence[Holding]], by: str) -> None:
+        """Evict every pod in ``victims`` (group -> its bound holdings) for group ``by``."""
+        ...
+
+
+class ApiEvictor:
+    """Creates ``pods/eviction`` for each victim with its UID as a precondition."""
+
+    def __init__(self, api: Any, events: PodEvents) -> None:
+        self.core = CoreV1Api(api)
+        self.events = events
+
+    def evict(self, victims: Mapping[str, Sequence[Holding]], by: str) -> None:
+        work = {g: list(hs) for g, hs in victims.items()}
+        threading.Thread(
+            target=self._run, args=(work, by), name="fluence-evict", daemon=True
+        ).start()
+
+    def _run(self, victims: Mapping[str, Sequence[Holding]], by: str) -> None:
+        for group, holdings in victims.items():
+            for h in holdings:
+                namespace, _, name = h.pod.partition("/")
+                body = V1Eviction(
+                    metadata=V1ObjectMeta(name=name, namespace=namespace),
+                    delete_options=V1DeleteOptions(preconditions=V1Preconditions(uid=h.uid))
+                    if h.uid
+                    else None,
+                )
+                try:
+                    self.core.create_namespaced_pod_eviction(name, namespace, body)
+                except ApiException as exc:
+                    if exc.status in (404, 409):
+                        continue  # gone already, or another pod by that name now
+                    log.warning(
+                        "eviction refused",
+                        extra={
+                            "pod": h.pod,
+                            "group": group,
+                            "status": exc.status,
+                            "reason": str(exc.reason),
+                        },
+                    )
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a thread must log, not die silently
+                    log.warning("eviction failed", extra={"pod": h.pod, "error": repr(exc)})
+                    continue
+                self.events.warn(
+                    namespace,
+                    name,
+                    h.uid,
+                    "Preempted",
+                    f"evicted with the rest of group {group} (priority {h.priority}) to make "
+                    f"room for the higher-priority group {by}",
+                )
+            log.info("group preempted", extra={"group": group, "by": by})

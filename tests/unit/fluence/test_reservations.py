@@ -1,0 +1,262 @@
+"""The queue with reservations: a waiting group keeps the capacity it will start on.
+
+A fake clock drives the graph and the ledger, so every start time is exact.
+Nodes have one core each; every pod asks for one core.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, given, settings
+
+from fluence import names, resources
+from fluence.cluster_graph import EXTENSION, ClusterGraph
+from fluence.ledger import Ledger
+from fluence.pods import Pod, decode_pod
+from tests.unit.fluence.test_pods import make_node, make_pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def cluster(nodes: int, *, depth: int = 32, default_runtime: int = 3600) -> tuple[Ledger, Clock]:
+    clock = Clock()
+    graph = ClusterGraph(
+        resources.parse("resources: []"),
+        [make_node(f"n{i}", cpu="1") for i in range(nodes)],
+        clock=clock,
+    )
+    ledger = Ledger(graph, clock=clock, reserve_depth=depth, default_runtime=default_runtime)
+    return ledger, clock
+
+
+def pod(name: str, runtime: int | None = None, *, priority: int = 0, deadline: int = 0) -> Pod:
+    doc = make_pod(
+        name,
+        annotations={names.ANNOTATION_RUNTIME: str(runtime)} if runtime is not None else {},
+        raw=True,
+    )
+    if priority:
+        doc["spec"]["priority"] = priority
+    if deadline:
+        doc["spec"]["activeDeadlineSeconds"] = deadline
+    return decode_pod(json.dumps(doc))
+
+
+def gang(name: str, size: int, runtime: int, *, priority: int = 0) -> list[Pod]:
+    return [pod(f"{name}-{i}", runtime, priority=priority) for i in range(size)]
+
+
+def place(ledger: Ledger, group: str, pods: list[Pod], *, priority: int = 0) -> Any:
+    return ledger.place(f"default/{group}", pods, priority=priority)
+
+
+def start_of(ledger: Ledger, group: str) -> int | None:
+    w = ledger.queue.get(f"default/{group}")
+    assert w is not None, f"{group} is not waiting"
+    return None if w.reservation is None else w.reservation.start - ledger.graph.now()
+
+
+def release_group(ledger: Ledger, pods: list[Pod]) -> None:
+    for p in pods:
+        ledger.release(p.key, "pod Succeeded")
+
+
+def test_a_busy_gang_is_reserved_where_running_pods_end() -> None:
+    ledger, clock = cluster(4)
+    running = [pod("long", 100), pod("short", 40)]
+    for p in running:
+        assert place(ledger, p.metadata.name, [p]).status == "allocated"
+    big = gang("big", 4, 50)
+    res = place(ledger, "big", big)
+    assert res.status == "busy"
+    assert start_of(ledger, "big") == 100  # the last core it needs frees at 100
+    assert "reserved from" in res.message and "1st of 1 waiting" in res.message
+    assert ledger.waiting()[0]["starts_in"] == 100
+
+
+def test_a_short_job_backfills_and_a_long_one_waits_behind_the_reservation() -> None:
+    ledger, clock = cluster(4)
+    first = [pod("a", 100), pod("b", 100)]
+    for p in first:
+        place(ledger, p.metadata.name, [p])
+    big = gang("big", 4, 50)
+    assert place(ledger, "big", big).status == "busy"
+    assert start_of(ledger, "big") == 100
+    # Ends before the reservation starts: placed now on a free core.
+    assert place(ledger, "quick", [pod("quick", 90)]).status == "allocated"
+    # Would still run at 100, on a core the big gang needs: it waits, behind the gang.
+    late = place(ledger, "slow", [pod("slow", 200)])
+    assert late.status == "busy"
+    assert start_of(ledger, "big") == 100
+    assert start_of(ledger, "slow") == 150
+    assert [w["group"] for w in ledger.waiting()] == ["default/big", "default/slow"]
+
+
+def test_the_head_gang_is_placed_when_its_reservation_comes_not_starved_by_a_stream() -> None:
+    ledger, clock = cluster(4)
+    running = [pod(f"r{i}", 10 * (i + 1)) for i in range(4)]  # end at 10, 20, 30, 40
+    for p in running:
+        place(ledger, p.metadata.name, [p])
+    big = gang("big", 4, 30)
+    assert place(ledger, "big", big).status == "busy"
+    assert start_of(ledger, "big") == 40
+    for small, (t, done) in enumerate(((10, running[0]), (20, running[1]), (30, running[2]))):
+        clock.t += 10
+        ledger.release(done.key, "pod Succeeded")
+        # A stream of one-pod jobs, each longer than the time left to the reservation.
+        res = place(ledger, f"s{small}", [pod(f"s{small}", 60)])
+        assert res.status == "busy", f"t={t}: a small job took a core the gang reserved"
+        assert place(ledger, "big", big).status == "busy"
+    clock.t += 10
+    ledger.release(running[3].key, "pod Succeeded")
+    assert place(ledger, "big", big).status == "allocated"
+    assert "default/big" not in ledger.queue
+
+
+def test_reservations_move_earlier_when_pods_end_early() -> None:
+    ledger, clock = cluster(2)
+    running = [pod("a", 100), pod("b", 100)]
+    for p in running:
+        place(ledger, p.metadata.name, [p])
+    big = gang("big", 2, 10)
+    place(ledger, "big", big)
+    assert start_of(ledger, "big") == 100
+    clock.t += 5
+    ledger.release(running[0].key, "pod Succeeded")
+    ledger.plan()
+    assert start_of(ledger, "big") == 95  # still b's planned end
+    ledger.release(running[1].key, "pod Succeeded")
+    assert ledger.plan()[0]["starts_in"] == 0
+
+
+def test_priority_goes_before_arrival() -> None:
+    ledger, clock = cluster(2)
+    for p in (pod("a", 100), pod("b", 100)):
+        place(ledger, p.metadata.name, [p])
+    place(ledger, "low", gang("low", 2, 10))
+    place(ledger, "high", gang("high", 2, 10, priority=1000), priority=1000)
+    order = [w["group"] for w in ledger.plan()]
+    assert order == ["default/high", "default/low"]
+    assert start_of(ledger, "high") == 100
+    assert start_of(ledger, "low") == 110
+
+
+def test_easy_backfill_reserves_only_the_head() -> None:
+    ledger, clock = cluster(2, depth=1)
+    for p in (pod("a", 100), pod("b", 100)):
+        place(ledger, p.metadata.name, [p])
+    place(ledger, "first", gang("first", 2, 10))
+    res = place(ledger, "second", gang("second", 2, 10))
+    assert start_of(ledger, "first") == 100
+    assert start_of(ledger, "second") is None
+    assert "2nd of 2 waiting" in res.message and "not reserved" in res.message
+
+
+def test_a_pod_that_outlives_its_estimate_keeps_its_core() -> None:
+    ledger, clock = cluster(1)
+    p = pod("overrun", 10)
+    assert place(ledger, "overrun", [p]).status == "allocated"
+    clock.t += 15  # past its estimate, still running
+    assert place(ledger, "next", [pod("next", 10)]).status == "busy"
+    # Planned to free a little later, again and again while it runs.
+    assert start_of(ledger, "next") == EXTENSION
+    ledger.release(p.key, "pod Succeeded")
+    assert place(ledger, "next", [pod("next", 10)]).status == "allocated"
+
+
+def test_estimates_come_from_the_deadline_then_the_annotation_then_the_default() -> None:
+    ledger, clock = cluster(3, default_runtime=500)
+    place(ledger, "d", [pod("d", 900, deadline=20)])  # the kubelet ends it at 20
+    place(ledger, "a", [pod("a", 30)])
+    place(ledger, "x", [pod("x")])
+    place(ledger, "w", gang("w", 3, 1))
+    assert start_of(ledger, "w") == 500
+    w = ledger.queue.get("default/w")
+    assert w is not None and w.runtime == 1
+
+
+def test_a_group_whose_pods_are_gone_leaves_the_queue_and_frees_its_reservation() -> None:
+    ledger, clock = cluster(2)
+    for p in (pod("a", 100), pod("b", 100)):
+        place(ledger, p.metadata.name, [p])
+    first = gang("first", 2, 10)
+    place(ledger, "first", first)
+    place(ledger, "second", gang("second", 2, 10))
+    assert start_of(ledger, "second") == 110
+    for p in first:
+        ledger.forget(p.key)
+    assert "default/first" not in ledger.queue
+    ledger.plan()
+    assert start_of(ledger, "second") == 100
+
+
+def test_groups_nobody_asks_for_leave_the_queue_after_the_gang_timeout() -> None:
+    ledger, clock = cluster(1)
+    place(ledger, "a", [pod("a", 100)])
+    place(ledger, "waits", [pod("waits", 10)])
+    assert "default/waits" in ledger.queue
+    clock.t += ledger.gang_timeout
+    ledger.expire()
+    assert "default/waits" not in ledger.queue
+
+
+# ---- properties ------------------------------------------------------------------------
+
+event = st.one_of(
+    st.tuples(
+        st.just("arrive"), st.integers(1, 4), st.integers(1, 60), st.sampled_from([0, 0, 100])
+    ),
+    st.tuples(st.just("tick"), st.integers(1, 30), st.just(0), st.just(0)),
+    st.tuples(st.just("end"), st.integers(0, 50), st.just(0), st.just(0)),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(event, min_size=1, max_size=40))
+def test_no_backfilled_group_ever_delays_a_reservation_and_nothing_is_overcommitted(
+    events: list[tuple[str, int, int, int]],
+) -> None:
+    ledger, clock = cluster(4, depth=8)
+    running: list[list[Pod]] = []
+    waiting: dict[str, tuple[list[Pod], int]] = {}
+    n = 0
+    for kind, a, b, prio in events:
+        if kind == "tick":
+            clock.t += a
+        elif kind == "end" and running:
+            release_group(ledger, running.pop(a % len(running)))
+        elif kind == "arrive":
+            n += 1
+            waiting[f"g{n}"] = (gang(f"g{n}", a, b, priority=prio), prio)
+        # Every waiting group asks once per step, in arrival order (as retries come).
+        for name, (pods, prio) in list(waiting.items()):
+            before = {w["group"]: w["starts_in"] for w in ledger.plan() if w["reserved"]}
+            # The groups that go first: a newcomer goes behind those of its priority or higher.
+            ahead = {
+                w.group
+                for w in ledger.queue.ordered()
+                if w.priority >= prio and w.group != f"default/{name}"
+            }
+            if f"default/{name}" in ledger.queue:
+                ahead = {w.group for w in ledger.queue.ahead_of(f"default/{name}")}
+            res = place(ledger, name, pods, priority=prio)
+            if res.status == "allocated":
+                del waiting[name]
+                running.append(pods)
+                after = {w["group"]: w["starts_in"] for w in ledger.plan() if w["reserved"]}
+                for g in ahead & before.keys():
+                    assert after[g] <= before[g], f"{name} delayed {g}: {before[g]} -> {after[g]}"
+            else:
+                assert res.status == "busy"
+        for node, pools in ledger.graph.node_usage().items():
+            for t, u in pools.items():
+                assert 0 <= u["allocated"] <= u["capacity"], (node, t, u)

@@ -1,0 +1,132 @@
+"""Whole-gang preemption: the fewest lower-priority groups go, whole, and only if it helps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fluence.cluster_graph import ClusterGraph
+from fluence.ledger import Holding, Ledger
+from fluence.pods import decode_pod
+from scheduler_extender.scheduling import Scheduler
+from tests.unit.fluence.test_pods import make_node, make_pod
+from tests.unit.scheduler_extender.test_app import EXAMPLES, FakeBinder, FakeCluster
+
+
+class RecordingEvictor:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, list[str]]]] = []
+
+    def evict(self, victims: Mapping[str, Sequence[Holding]], by: str) -> None:
+        self.calls.append((by, {g: sorted(h.pod for h in hs) for g, hs in victims.items()}))
+
+
+class World:
+    def __init__(self, nodes: int = 4) -> None:
+        self.graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4") for i in range(nodes)])
+        self.ledger = Ledger(self.graph)
+        self.cluster = FakeCluster()
+        self.evictor = RecordingEvictor()
+        self.scheduler = Scheduler(
+            self.graph, self.ledger, self.cluster, FakeBinder(), evictor=self.evictor
+        )
+        self.nodes = [f"n{i}" for i in range(nodes)]
+
+    def gang(self, name: str, size: int, cpu: str, priority: int = 0, **kw: Any) -> list[Any]:
+        self.cluster.add_group(name, size)
+        pods = []
+        for i in range(size):
+            raw = make_pod(f"{name}-{i}", cpu=cpu, group=name, raw=True)
+            if priority:
+                raw["spec"]["priority"] = priority
+            raw["spec"].update(kw)
+            self.cluster.add(raw)
+            pods.append(decode_pod(json.dumps(raw)))
+        return pods
+
+    def place(self, pods: list[Any]) -> Any:
+        return self.scheduler.filter(pods[0], self.nodes)
+
+    def run(self, pods: list[Any]) -> None:
+        """Place and bind a whole group."""
+        assert self.place(pods).nodes, "the group did not fit"
+        for p in pods:
+            h = self.ledger.get(p.key)
+            assert h is not None
+            self.ledger.commit(p.key, p.metadata.uid, h.node)
+
+
+def test_a_high_priority_gang_evicts_exactly_one_whole_lower_priority_gang() -> None:
+    w = World()
+    low_old = w.gang("low-old", 4, "2", priority=10)
+    low_new = w.gang("low-new", 4, "2", priority=10)
+    w.run(low_old)
+    w.run(low_new)
+    high = w.gang("high", 4, "2", priority=1000)
+    out = w.place(high)
+    assert not out.nodes
+    message = next(iter(out.failed.values()))
+    assert "preempting lower-priority group(s) default/low-new" in message
+    # The newest of the lowest priority goes, whole (its 4 pods on 2 nodes), nothing else.
+    assert w.evictor.calls == [
+        ("default/high", {"default/low-new": sorted(p.key for p in low_new)})
+    ]
+    assert w.ledger.preempting() == {"default/low-new": "default/high"}
+    # Asking again does not evict more while the victims are ending.
+    again = next(iter(w.place(high).failed.values()))
+    assert "waiting for preempted group(s) default/low-new" in again
+    assert len(w.evictor.calls) == 1
+    for p in low_new:
+        w.ledger.release(p.key, "pod deleted")
+    assert w.ledger.preempting() == {}
+    assert w.place(high).nodes
+
+
+def test_the_lowest_priority_group_is_tried_first_and_put_back_when_not_needed() -> None:
+    w = World(2)
+    w.run(w.gang("whole", 1, "4", priority=3))  # one node
+    w.run(w.gang("tiny", 1, "1", priority=1))  # the other node...
+    w.run(w.gang("other", 1, "3", priority=5))  # ...with this one
+    w.place(w.gang("high", 1, "4", priority=100))
+    # tiny (the lowest) alone frees too little; with whole it fits, and whole alone does.
+    ((by, victims),) = w.evictor.calls
+    assert by == "default/high" and list(victims) == ["default/whole"]
+
+
+def test_equal_or_higher_priority_groups_are_never_preempted() -> None:
+    w = World(2)
+    w.run(w.gang("peer", 1, "4", priority=100))
+    w.run(w.gang("boss", 1, "4", priority=500))
+    same = w.gang("same", 1, "4", priority=100)
+    assert not w.place(same).nodes
+    assert w.evictor.calls == []
+
+
+def test_no_preemption_when_evicting_everything_lower_would_not_be_enough() -> None:
+    w = World(2)
+    w.run(w.gang("low", 1, "4", priority=1))
+    w.run(w.gang("high-running", 1, "4", priority=900))
+    wants_both = w.gang("big", 2, "4", priority=500)
+    out = w.place(wants_both)
+    assert not out.nodes and w.evictor.calls == []
+    assert "preempting" not in next(iter(out.failed.values()))
+
+
+def test_a_pod_that_never_preempts_waits() -> None:
+    w = World(1)
+    w.run(w.gang("low", 1, "4", priority=1))
+    polite = w.gang("polite", 1, "4", priority=100, preemptionPolicy="Never")
+    assert not w.place(polite).nodes and w.evictor.calls == []
+
+
+def test_the_what_if_leaves_the_graph_exactly_as_it_was() -> None:
+    w = World()
+    w.run(w.gang("a", 4, "3", priority=1))
+    w.run(w.gang("b", 4, "1", priority=1))
+    before, held = w.graph.node_usage(), w.ledger.holdings()
+    big = w.gang("big", 4, "4", priority=100)
+    w.scheduler.evictor = None  # ask, but do not act
+    assert not w.place(big).nodes
+    assert sorted(w.ledger.victims_for("default/big")) == ["default/a", "default/b"]
+    assert w.graph.node_usage() == before and w.ledger.holdings() == held
