@@ -503,6 +503,7 @@ class ClusterGraph:
                 v, e, above = self._node_subgraph(node)
                 sub = {"graph": {"nodes": [self._root, *above, *v], "edges": e}}
                 self._g.attach(_jgf_text(sub))
+                self._drop_reservations()  # they may start earlier on the new node
                 self.jgf["graph"]["nodes"] += v
                 self.jgf["graph"]["edges"] += e
                 self._empty = None
@@ -520,6 +521,7 @@ class ClusterGraph:
             down = not schedulable(node)
             if down != nv.down:
                 nv.down = down
+                self._drop_reservations()  # some may sit on it, or start earlier now
                 self._g.set_status(nv.path, not down)
             return []
 
@@ -529,6 +531,7 @@ class ClusterGraph:
             nv = self._nodes.get(name)
             if nv is None:
                 return
+            self._drop_reservations()
             if any(n == name for n in self._job_nodes.values()):
                 nv.deleted = True
                 nv.down = True
@@ -537,6 +540,7 @@ class ClusterGraph:
             self._remove(name)
 
     def _remove(self, name: str) -> None:
+        self._drop_reservations()  # the matcher removes no vertex a reservation holds
         self._moves += 1
         nv = self._nodes.pop(name)
         self._tainted.discard(name)

@@ -260,3 +260,17 @@ def test_no_backfilled_group_ever_delays_a_reservation_and_nothing_is_overcommit
         for node, pools in ledger.graph.node_usage().items():
             for t, u in pools.items():
                 assert 0 <= u["allocated"] <= u["capacity"], (node, t, u)
+
+
+def test_a_node_with_reservations_on_it_can_be_removed_and_the_queue_plans_again() -> None:
+    ledger, clock = cluster(2)
+    for p in (pod("a", 100), pod("b", 100)):
+        place(ledger, p.metadata.name, [p])
+    place(ledger, "pair", gang("pair", 2, 10))
+    assert start_of(ledger, "pair") == 100
+    freed = ledger.release("default/b", "pod Succeeded")
+    assert freed is not None
+    ledger.graph.delete_node(freed.node)  # the pair's reservation sits on it
+    place(ledger, "single", [pod("single", 10)])
+    # The pair can never fit one node now; the single waits for a's core.
+    assert start_of(ledger, "single") == 100
