@@ -62,6 +62,7 @@ class GroupQueue:
         self._group_of: dict[str, str] = {}
         """Pod -> the waiting group it belongs to."""
         self._order: list[Waiting] | None = None
+        self._index: dict[str, int] = {}
         self._seq = 0
 
     def __len__(self) -> int:
@@ -124,23 +125,26 @@ class GroupQueue:
         w.pods.discard(pod)
         return self.leave(w.group) if not w.pods else None
 
-    def ordered(self) -> list[Waiting]:
+    def _sorted(self) -> list[Waiting]:
         if self._order is None:
             self._order = sorted(self._entries.values(), key=lambda w: w.key)
-        return list(self._order)
+            self._index = {w.group: i for i, w in enumerate(self._order)}
+        return self._order
 
-    def ahead_of(self, group: str) -> list[Waiting]:
-        """The groups that go before ``group`` (all of them when it is not queued)."""
-        w = self._entries.get(group)
-        order = self.ordered()
-        if w is None:
-            return order
-        return [o for o in order if o.key < w.key]
+    def ordered(self) -> list[Waiting]:
+        return list(self._sorted())
+
+    def ahead_of(self, group: str, limit: int | None = None) -> list[Waiting]:
+        """The groups that go before ``group`` (all when it is not queued), the first ``limit``."""
+        order = self._sorted()
+        end = self._index.get(group, len(order))
+        return order[: end if limit is None else min(end, limit)]
 
     def position(self, group: str) -> int:
         """1 for the head; 0 when the group is not queued."""
-        w = self._entries.get(group)
-        return 0 if w is None else len(self.ahead_of(group)) + 1
+        self._sorted()
+        i = self._index.get(group)
+        return 0 if i is None else i + 1
 
     def stale(self, now: float, timeout: float) -> list[Waiting]:
         """Groups none of whose pods asked within ``timeout``: remove and return them."""

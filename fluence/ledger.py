@@ -445,8 +445,10 @@ class Ledger:
         ``None``: the whole queue, up to the depth.
         """
         self.graph.hold_on()
-        order = self.queue.ordered() if waiting is None else self.queue.ahead_of(waiting.group)
-        ahead = order[: self.reserve_depth]
+        if waiting is None:
+            ahead = self.queue.ordered()[: self.reserve_depth]
+        else:
+            ahead = self.queue.ahead_of(waiting.group, self.reserve_depth)
         if self._replan or self.graph.reservations_dropped != self._drops_seen:
             self._drop_reservations(0)
             self._replan = False
