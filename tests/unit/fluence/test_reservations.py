@@ -274,3 +274,14 @@ def test_a_node_with_reservations_on_it_can_be_removed_and_the_queue_plans_again
     place(ledger, "single", [pod("single", 10)])
     # The pair can never fit one node now; the single waits for a's core.
     assert start_of(ledger, "single") == 100
+
+
+def test_a_stream_faster_than_the_cluster_all_completes_with_no_partial_holds() -> None:
+    from bench.pressure import CPU, simulate, workload
+
+    stream = workload(25, 4 * CPU, seed=11)
+    fluence = simulate("fluence", 4, stream, limit=20_000)
+    assert fluence["completed"] == 25 and fluence["partial_core_seconds"] == 0
+    # Placed one pod at a time, the same stream leaves pods holding cores for groups
+    # that cannot start yet.
+    assert simulate("per-pod", 4, stream, limit=20_000)["partial_core_seconds"] > 0
