@@ -153,9 +153,13 @@ def simulate(rule: str, nodes: int, stream: list[Group], limit: int) -> dict[str
         "groups": len(groups),
         "completed": len(done),
         "clogged": len(done) < len(groups),
-        "makespan": max((g.end for g in done), default=0) if not len(done) < len(groups) else None,
+        "makespan": max((g.end or 0 for g in done), default=0)
+        if len(done) == len(groups)
+        else None,
         "biggest_gang": biggest.size,
-        "biggest_gang_wait": (biggest.start - biggest.arrival) if biggest.start is not None else None,
+        "biggest_gang_wait": (biggest.start - biggest.arrival)
+        if biggest.start is not None
+        else None,
         "high_priority_mean_wait": _mean(
             [g.start - g.arrival for g in groups if g.priority and g.start is not None]
         ),
