@@ -1,4 +1,4 @@
-"""Read-only inspection routes: ``/explain``, ``/graph`` and the what-if ``/match``.
+"""Read-only inspection routes: ``/explain``, ``/graph`` and the what-ifs ``/match``, ``/plan``.
 
 Mounted next to the verbs (``routes.extend(inspect_routes(scheduler))``).
 Handlers only parse and encode; the work runs in a thread on copies, holding
@@ -16,12 +16,37 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from fluence.group_jobspec import JobspecError
+from fluence.pods import Pod, decode_pod
 from scheduler_extender.explain import explain
 from scheduler_extender.scheduling import Scheduler
-from scheduler_extender.whatif import JobspecInputError, parse_jobspec, what_if
+from scheduler_extender.whatif import JobspecInputError, parse_jobspec, plan_group, what_if
 
 JSON = "application/json"
 MAX_JOBSPEC_BYTES = 1 << 20
+
+
+MAX_PLAN_PODS = 10_000
+
+
+class PlanInputError(ValueError):
+    """The /plan body is not ``{"pods": [Pod, ...]}``; the message says what to fix."""
+
+
+def decode_plan(body: bytes) -> list[Pod]:
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise PlanInputError(f"the body is not JSON: {exc}") from exc
+    items = doc.get("pods") if isinstance(doc, dict) else None
+    if not isinstance(items, list) or not items:
+        raise PlanInputError('expected {"pods": [Pod, ...]} with at least one pod')
+    if len(items) > MAX_PLAN_PODS:
+        raise PlanInputError(f"{len(items)} pods; at most {MAX_PLAN_PODS} are planned at once")
+    try:
+        return [decode_pod(json.dumps(p)) for p in items]
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise PlanInputError(f"a pod cannot be read: {exc}") from exc
 
 
 def _error(status: int, message: str) -> Response:
@@ -69,8 +94,23 @@ def inspect_routes(scheduler: Scheduler) -> list[Route]:
         doc["jobspec"] = spec
         return Response(msgspec.json.encode(doc), media_type=JSON)
 
+    async def plan(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_JOBSPEC_BYTES:
+            return _error(413, f"body is {len(body)} bytes; the limit is {MAX_JOBSPEC_BYTES}")
+        try:
+            pods = decode_plan(body)
+        except PlanInputError as exc:
+            return _error(400, str(exc))
+        try:
+            doc = await run_in_threadpool(plan_group, graph, pods, scheduler.ledger.default_runtime)
+        except JobspecError as exc:
+            return _error(400, str(exc))
+        return Response(msgspec.json.encode(doc), media_type=JSON)
+
     return [
         Route("/explain", explain_pod, methods=["GET"]),
+        Route("/plan", plan, methods=["POST"]),
         Route("/graph", graph_doc, methods=["GET"]),
         Route("/match", match, methods=["POST"]),
     ]

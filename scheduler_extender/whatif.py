@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from fluence.cluster_graph import ClusterGraph
+from fluence.group_jobspec import group_jobspecs
+from fluence.pods import Pod
+from fluence.runtimes import group_runtime
 from fluxion_nb.errors import InputError, StateError
 
 FITS = "fits"
@@ -108,4 +111,52 @@ def what_if(graph: ClusterGraph, jobspec: Mapping[str, Any]) -> dict[str, Any]:
         "nodes": {},
         "vertices": [],
         "message": "can never fit: the request exceeds what the cluster has",
+    }
+
+
+def plan_group(graph: ClusterGraph, pods: Sequence[Pod], default_runtime: int) -> dict[str, Any]:
+    """Would these pods, as one group, fit now, start at some time, or never? Changes nothing.
+
+    The group is matched as the extender would (its jobspecs, its expected runtime),
+    behind what is held and what the waiting groups have reserved.
+    """
+    specs = group_jobspecs(
+        "plan", pods, graph.known_types(), duration=group_runtime(pods, default_runtime)
+    )
+    jobspecs = [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]
+    base = {"pods": len(pods), "runtime": group_runtime(pods, default_runtime)}
+    with graph.lock:
+        if graph.fits_now(jobspecs):
+            return {**base, "status": FITS, "message": f"fits now ({len(pods)} pod(s))"}
+        if not all(graph.satisfiable(js) for js in jobspecs):
+            return {
+                **base,
+                "status": UNSATISFIABLE,
+                "message": "can never fit: the group asks for more than the cluster has",
+            }
+        made: list[int] = []
+        start = graph.now()
+        try:
+            for i, js in enumerate(jobspecs):
+                alloc = graph.reserve(js, PROBE_JOBID + 1 + i)
+                if not alloc.ok:
+                    return {
+                        **base,
+                        "status": BUSY,
+                        "message": "does not fit now, and no start can be planned (what it "
+                        "needs is held with no expected end)",
+                    }
+                made.append(PROBE_JOBID + 1 + i)
+                start = max(start, alloc.at)
+        finally:
+            graph.cancel_reservations(made)
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(graph.wall_time(start)))
+    wait = start - graph.now()
+    return {
+        **base,
+        "status": BUSY,
+        "start": at,
+        "starts_in": wait,
+        "message": f"would start at {at} (in {wait}s), after the running pods' expected ends "
+        "and the waiting groups' reservations",
     }

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import orjson
 import yaml
 
-from fluence.kubectl import render
+from fluence.kubectl import manifests, render
 from fluence.kubectl.client import (
     DEFAULT_NAMESPACE,
     DEFAULT_TARGET,
@@ -75,6 +75,12 @@ def parser() -> argparse.ArgumentParser:
     )
     qu.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
 
+    pl = sub.add_parser(
+        "plan", help="would a manifest's pods fit now, start at some time, or never (nothing made)"
+    )
+    pl.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
+    pl.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+
     gr = sub.add_parser("graph", help="the live resource graph")
     gr.add_argument("-o", "--output", choices=["jgf", "dot"], default="jgf")
     gr.add_argument("--render", metavar="FILE", help="draw the graph into FILE with Graphviz")
@@ -111,6 +117,14 @@ def emit(doc: Any, fmt: str, out: TextIO) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     paint = render.Painter(use_color(args, out))
+    planned: list[dict[str, Any]] = []
+    if args.command == "plan":
+        try:
+            text = sys.stdin.read() if args.filename == "-" else Path(args.filename).read_text()
+            planned = manifests.pods_from_manifests(text)
+        except (OSError, manifests.ManifestError) as exc:
+            print(f"cannot plan {args.filename}: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if args.command == "match":
         try:
             body = (
@@ -127,6 +141,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             else:
                 emit(render.status_doc(state), args.output, out)
             return EXIT_OK
+        if args.command == "plan":
+            doc = client.plan(planned)
+            if args.output == "text":
+                out.write(render.match_text(doc, paint))
+            else:
+                emit(doc, args.output, out)
+            return MATCH_EXIT.get(str(doc.get("status")), EXIT_UNREACHABLE)
         if args.command == "queue":
             waiting = client.state().get("queue", [])
             if args.output == "table":

@@ -15,6 +15,7 @@ credentials, and the extender answers nobody beyond its pod without a token.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import select
 import shutil
@@ -171,6 +172,11 @@ class ExtenderClient:
         doc: dict[str, Any] = self._json(
             self.transport.request("GET", "/graph", {"format": "jgf"}), "graph"
         )
+        return doc
+
+    def plan(self, pods: list[dict[str, Any]]) -> dict[str, Any]:
+        body = json.dumps({"pods": pods}).encode()
+        doc: dict[str, Any] = self._json(self.transport.request("POST", "/plan", body=body), "plan")
         return doc
 
     def match(self, jobspec: bytes) -> dict[str, Any]:

@@ -229,3 +229,50 @@ def test_queue_lists_waiting_groups_in_order_with_their_expected_start(env: Env)
     code, text = run("queue", "-o", "json")
     (doc,) = json.loads(text)
     assert doc["reserved"] and doc["starts_in"] in (599, 600) and doc["position"] == 1
+
+
+def test_plan_says_fits_starts_at_or_never_for_a_manifest_and_changes_nothing(
+    env: Env, tmp_path: Path
+) -> None:
+    blocker = make_pod("blocker", cpu="4", raw=True)
+    blocker["metadata"]["annotations"] = {"fluence.flux-framework.org/runtime": "10m"}
+    env.cluster.add(blocker)
+    env.filter(blocker, ["a", "b"])
+    before = env.graph.node_usage()
+
+    def job(name: str, parallelism: int, cpu: str) -> str:
+        return yaml.safe_dump(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": name},
+                "spec": {
+                    "parallelism": parallelism,
+                    "template": {
+                        "spec": {
+                            "schedulerName": "fluence",
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+                        }
+                    },
+                },
+            }
+        )
+
+    cases = {
+        "small": (job("small", 2, "1"), "fits", 0),
+        "both": (job("both", 2, "4"), "busy", 1),  # needs the blocker's node too
+        "huge": (job("huge", 3, "4"), "unsatisfiable", 2),
+    }
+    for name, (text, status, code) in cases.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n" + text)
+        got, out = run("--no-color", "plan", "-f", str(path))
+        assert got == code and out.startswith(f"{status}:"), out
+    got, out = run("plan", "-f", str(tmp_path / "both.yaml"), "-o", "json")
+    doc = json.loads(out)
+    assert (
+        doc["pods"] == 2 and doc["starts_in"] in (599, 600) and "would start at" in doc["message"]
+    )
+    assert env.graph.node_usage() == before
+    (tmp_path / "empty.yaml").write_text("kind: Service\n")
+    assert run("plan", "-f", str(tmp_path / "empty.yaml"))[0] == cli.EXIT_BAD_INPUT

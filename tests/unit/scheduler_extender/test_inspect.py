@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -147,6 +148,25 @@ async def test_match_rejects_what_is_not_a_jobspec(inspected: Inspected) -> None
         r = await inspected.http.post("/match", content=body)
         assert r.status_code == 400, (body, r.text)
         assert r.json()["error"]
+
+
+async def test_plan_rejects_what_is_not_a_list_of_pods_and_changes_nothing(
+    inspected: Inspected,
+) -> None:
+    before = await inspected.state()
+    qpu = {"fluxion.flux-framework.org/nosuch": "1"}
+    for body in (
+        b"",
+        b"[1, 2]",
+        b'{"pods": []}',
+        b'{"pods": [{"spec": {"containers": 3}}]}',
+        json.dumps({"pods": [make_pod("p", extra=qpu, raw=True)]}).encode(),
+        json.dumps({"pods": [{}] * 10_001}).encode(),
+    ):
+        r = await inspected.http.post("/plan", content=body)
+        assert r.status_code == 400, (body[:80], r.text)
+        assert r.json()["error"]
+    assert await inspected.state() == before
 
 
 async def test_explain_carries_the_ledgers_last_match_when_it_records_one(
