@@ -236,7 +236,7 @@ class ClusterGraph:
         self._epoch = clock()
         self._ends: list[tuple[int, int]] = []
         """(planned end, job id) of every job that ends before the horizon: a min-heap."""
-        self._reserved: set[int] = set()
+        self._reserved: dict[int, Allocation] = {}
         self.reservations_dropped = 0
         """Counts the times every reservation was dropped (a rebuild, a job held on)."""
         self.policy = policy
@@ -711,7 +711,7 @@ class ClusterGraph:
             now = self.now()
             alloc = self._g.match(dict(jobspec), "allocate_orelse_reserve", jobid=jobid, now=now)
             if alloc.ok:
-                self._reserved.add(jobid)
+                self._reserved[jobid] = alloc
                 return alloc
             status = "busy" if self.satisfiable(jobspec) else "unsatisfiable"
             return replace(alloc, status=status)
@@ -719,8 +719,7 @@ class ClusterGraph:
     def cancel_reservations(self, jobids: Iterable[int]) -> None:
         with self.lock:
             for jid in jobids:
-                if jid in self._reserved:
-                    self._reserved.discard(jid)
+                if self._reserved.pop(jid, None) is not None:
                     self._g.cancel(jid, missing_ok=True)
 
     def _drop_reservations(self) -> None:
@@ -874,26 +873,44 @@ class ClusterGraph:
     def known_types(self) -> set[str]:
         return set(self._known_types)
 
+    def _used_now(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Per vertex path: units held by jobs now, and units kept now for waiting groups."""
+        now = self.now()
+        kept: dict[str, int] = {}
+        for alloc in self._reserved.values():
+            if alloc.at <= now < alloc.at + alloc.duration:
+                for v in alloc.vertices:
+                    kept[v.path] = kept.get(v.path, 0) + v.amount
+        used = {}
+        for u in self._g.usage(now):
+            used[u.path] = int(u.used) - kept.get(u.path, 0)
+        return used, kept
+
     def usage(self) -> dict[str, tuple[int, int]]:
         """Per vertex path: (size, used) of pools and backends, for state and metrics."""
         with self.lock:
-            return {u.path: (int(u.size), int(u.used)) for u in self._g.usage(self.now())}
+            used, _ = self._used_now()
+            return {u.path: (int(u.size), used[u.path]) for u in self._g.usage(self.now())}
 
     def node_usage(self) -> dict[str, dict[str, dict[str, int]]]:
-        """Per node: per type {capacity, allocated, free}."""
+        """Per node: per type {capacity, allocated, free}, and ``reserved`` when some of it
+        is kept now for a waiting group (not free for others, not held by any pod)."""
         with self.lock:
-            used = {u.path: int(u.used) for u in self._g.usage(self.now())}
+            used, kept = self._used_now()
             out: dict[str, dict[str, dict[str, int]]] = {}
             for name, nv in sorted(self._nodes.items()):
                 per: dict[str, dict[str, int]] = {}
                 for t, p in nv.pools.items():
                     a = used.get(p.path, 0)
-                    per[t] = {"capacity": p.size, "allocated": a, "free": p.size - a}
+                    r = kept.get(p.path, 0)
+                    per[t] = {"capacity": p.size, "allocated": a, "free": p.size - a - r}
+                    if r:
+                        per[t]["reserved"] = r
                 out[name] = per
             return out
 
     def backend_usage(self) -> dict[str, bool]:
-        """Per backend name: is it held?"""
+        """Per backend name: is it held by a pod?"""
         with self.lock:
-            used = {u.path: int(u.used) for u in self._g.usage(self.now())}
+            used, _ = self._used_now()
             return {b.name: used.get(p, 0) > 0 for p, b in sorted(self._backends.items())}

@@ -285,3 +285,28 @@ def test_a_stream_faster_than_the_cluster_all_completes_with_no_partial_holds() 
     # Placed one pod at a time, the same stream leaves pods holding cores for groups
     # that cannot start yet.
     assert simulate("per-pod", 4, stream, limit=20_000)["partial_core_seconds"] > 0
+
+
+def test_capacity_kept_for_the_head_shows_as_reserved_not_allocated() -> None:
+    ledger, clock = cluster(1)
+    x = pod("x", 10)
+    place(ledger, "x", [x])
+    assert place(ledger, "head", [pod("head", 10)]).status == "busy"
+    clock.t += 10
+    ledger.release(x.key, "pod Succeeded")
+    # The next group to ask finds the core kept for the head, which has not asked again yet.
+    res = place(ledger, "next", [pod("next", 5)])
+    assert res.status == "busy" and "2nd of 2" in res.message
+    assert ledger.graph.node_usage()["n0"]["core"] == {
+        "capacity": 1000,
+        "allocated": 0,
+        "free": 0,
+        "reserved": 1000,
+    }
+    assert ledger.waiting()[0]["starts_in"] == 0
+    assert place(ledger, "head", [pod("head", 10)]).status == "allocated"
+    assert ledger.graph.node_usage()["n0"]["core"] == {
+        "capacity": 1000,
+        "allocated": 1000,
+        "free": 0,
+    }
