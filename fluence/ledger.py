@@ -237,6 +237,10 @@ _gang_timeouts = telemetry.meter("fluence.ledger").create_counter(
     description="Groups whose tentative holdings were released because not every member "
     "was bound within the gang timeout",
 )
+_preemptions = telemetry.meter("fluence.ledger").create_counter(
+    "fluence_preemptions",
+    description="Lower-priority groups evicted whole so that a waiting group fits",
+)
 _untrusted_records = telemetry.meter("fluence.ledger").create_counter(
     "fluence_untrusted_allocation_records",
     description="Allocation records on bound pods that were ignored: unsealed, "
@@ -699,6 +703,7 @@ class Ledger:
         out: dict[str, list[Holding]] = {}
         with self.lock:
             for g in groups:
+                _preemptions.add(1)
                 self._preempting[g] = by
                 hs = [h for h in self._holdings.values() if h.group == g]
                 for h in hs:

@@ -14,7 +14,7 @@ import re
 from starlette.testclient import TestClient
 
 from deviceplugin.metrics import PluginMetrics
-from fluence import names, reflectors, resources, telemetry
+from fluence import ledger, names, reflectors, resources, telemetry
 from fluence.events import EventRecorder
 from scheduler_extender.access import Caller
 from scheduler_extender.app import create_app as extender_app
@@ -56,6 +56,7 @@ def scrape() -> dict[str, list[str]]:
     recorder.stop()
     failing.stop()
     reflectors._undecodable.add(1, {"reflector": "pods"})  # what a skipped object records
+    ledger._preemptions.add(1)  # what evicting a group for a higher-priority one records
     env.ledger.gang_timeout = 0.0
     env.ledger.expire()  # the probe pod's unbound holding times out
     rebuilding = TestClient(extender_app(env.scheduler, ready=lambda: False, metrics=False))
