@@ -309,6 +309,10 @@ class Ledger:
         """Capacity freed or the order changed: reservations may move, make them again."""
         self._drops_seen = graph.reservations_dropped
         self._preempting: dict[str, str] = {}
+        self._version = 0
+        """Counts placements and releases: a what-if answer holds until it changes."""
+        self._no_victims: dict[str, int] = {}
+        """Waiting group -> the version at which no set of victims would have let it fit."""
         """Groups being evicted as a whole -> the group they make room for."""
 
     # ---- ids ---------------------------------------------------------------------------
@@ -424,6 +428,8 @@ class Ledger:
                         result = self._place_packed(group, pods, exclude, split, specs, runtime)
                     for h in result.holdings.values():
                         h.priority = priority
+                    if result.holdings:
+                        self._version += 1
                     result = self._queue_outcome(waiting, result)
                 finally:
                     elapsed = time.perf_counter() - started
@@ -633,7 +639,7 @@ class Ledger:
         """
         with self.lock, self.graph.lock:
             w = self.queue.get(group)
-            if w is None or not w.options:
+            if w is None or not w.options or self._no_victims.get(group) == self._version:
                 return []
             members: dict[str, list[Holding]] = {}
             for h in self._holdings.values():
@@ -686,6 +692,10 @@ class Ledger:
                 if fits(chosen):
                     break
             else:
+                # Asked again by each member's filter: the answer stands until something moves.
+                self._no_victims[group] = self._version
+                if len(self._no_victims) > LAST_MATCHES_KEPT:
+                    self._no_victims.clear()
                 return []
             for g in list(reversed(chosen[:-1])):
                 rest = [c for c in chosen if c != g]
@@ -958,6 +968,7 @@ class Ledger:
                 return None
             self._release_jobs(h)
             self._replan = True
+            self._version += 1
             if h.group in self._preempting and not any(
                 o.group == h.group for o in self._holdings.values()
             ):
