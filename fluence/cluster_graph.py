@@ -59,10 +59,13 @@ CLUSTER = "cluster"
 PARTIAL_POOLS = frozenset({CORE, MEMORY, GPU})
 HOLD_DURATION = 3153600000
 """How long a ``duration: 0`` job is held: the graph's whole horizon (until cancelled)."""
-EXTENSION = 60
+EXTENSION = 10
+"""Seconds a job that reached its planned end is held on for, again and again while it runs.
+
+Short, because it is a guess: while a job overruns, only groups expected to end
+within this much may be placed on capacity a reservation waits for."""
 _PROBE_JOBS = 1 << 61
 """Job ids of what-if matches: far above any id the ledger gives, cancelled at once."""
-"""Seconds a job that reached its planned end is held on for, again and again while it runs."""
 _UNITS = {CORE: "", MEMORY: "MiB", GPU: ""}
 DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/rack")
 """Node label keys that become graph levels, outermost first."""

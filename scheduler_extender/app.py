@@ -130,7 +130,7 @@ def create_app(
         verb("filter", lambda r: filter.handle(r, scheduler, limit)),
         verb("prioritize", lambda r: prioritize.handle(r, scheduler, limit)),
         verb("bind", lambda r: bind.handle(r, scheduler, limit)),
-        verb("preempt", lambda r: preempt.handle(r, limit)),
+        verb("preempt", lambda r: preempt.handle(r, scheduler, limit)),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/state", state_doc, methods=["GET"]),

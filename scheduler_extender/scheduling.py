@@ -20,7 +20,7 @@ from opentelemetry import trace
 from fluence import groups, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import JobspecError
-from fluence.ledger import Ledger, LedgerError
+from fluence.ledger import TENTATIVE, Ledger, LedgerError
 from fluence.pods import Pod, PodGroup
 
 if TYPE_CHECKING:
@@ -237,6 +237,23 @@ class Scheduler:
         msg = f"fluxion placed pod {pod.key} on {mine.node}, which the scheduler ruled out"
         self.ledger.release(pod.key, msg)
         return FilterOutcome(failed={n: msg for n in candidates})
+
+    def preempt(self, pod: Pod) -> None:
+        """kube-scheduler's own filters found no node for ``pod``: match its group as filter
+        would, so that a group that only fits once lower-priority groups go preempts them.
+
+        Holdings such a match makes are let go at once: kube-scheduler has ruled out
+        every node for its own reasons and would not bring the pod back to use them.
+        """
+        if pod.spec.scheduler_name != self.scheduler_name or self.evictor is None:
+            return
+        if self.ledger.get(pod.key) is not None:
+            return
+        before = set(self.ledger.holdings())
+        self.filter(pod, self.graph.node_names())
+        for key, h in self.ledger.holdings().items():
+            if key not in before and h.state == TENTATIVE:
+                self.ledger.release(key, "kube-scheduler ruled out every node for the group")
 
     def _preempt_for(self, group: str, pod: Pod) -> str:
         """Start evicting the lower-priority groups whose going lets ``group`` fit; what to add

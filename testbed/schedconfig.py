@@ -12,11 +12,13 @@ from fluence import names
 
 
 def extender_config(url: str) -> dict[str, Any]:
-    """One ``extenders`` entry: filter, prioritize and bind go to the extender at ``url``."""
+    """One ``extenders`` entry: filter, prioritize, preempt and bind go to the extender at
+    ``url``, as in the shipped configuration."""
     return {
         "urlPrefix": url,
         "filterVerb": "filter",
         "prioritizeVerb": "prioritize",
+        "preemptVerb": "preempt",
         "bindVerb": "bind",
         "weight": 1,
         "nodeCacheCapable": True,

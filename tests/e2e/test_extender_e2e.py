@@ -762,9 +762,10 @@ def test_a_gang_behind_a_stream_of_small_jobs_starts_at_its_reservation(suite: S
     """No starvation: the gang's capacity is reserved; only a job that ends first backfills."""
     suite.add_nodes(4, cpu="4")
 
-    def timed(name: str, seconds: int, **kw: Any) -> None:
+    def timed(name: str, seconds: int, estimate: int, **kw: Any) -> None:
+        """A pod that runs ``seconds`` and is expected to run at most ``estimate``."""
         annotations = {
-            names.ANNOTATION_RUNTIME: f"{seconds}s",
+            names.ANNOTATION_RUNTIME: f"{estimate}s",
             ANNOTATION_EXIT_CODE: "0",
             ANNOTATION_EXIT_AFTER: f"{seconds}s",
         }
@@ -772,12 +773,12 @@ def test_a_gang_behind_a_stream_of_small_jobs_starts_at_its_reservation(suite: S
 
     running = [f"run-{i}" for i in range(8)]
     for name in running:
-        timed(name, 25)
+        timed(name, 25, 30)
     suite.wait_bound(*running)
     suite.podgroup("big", 16)
     gang = [f"big-{i}" for i in range(16)]
     for name in gang:
-        timed(name, 10, group="big")
+        timed(name, 10, 15, group="big")
     wait_for(
         lambda: "reserved from" in suite.unschedulable_message("big-0"),
         60,
@@ -787,10 +788,10 @@ def test_a_gang_behind_a_stream_of_small_jobs_starts_at_its_reservation(suite: S
     # A stream of one-pod jobs that would still run when the gang's reservation starts.
     stream = [f"stream-{i}" for i in range(6)]
     for name in stream:
-        timed(name, 60)
+        timed(name, 60, 60)
         time.sleep(1)
     # A job that ends before the reservation starts backfills a free core now.
-    timed("quick", 3)
+    timed("quick", 3, 5)
     suite.wait_bound("quick", timeout=30)
     assert all(suite.node_of(p) == "" for p in stream), "a long job took the gang's capacity"
     queue = suite.stack.extender.state()["queue"]
@@ -831,27 +832,22 @@ def test_a_high_priority_gang_preempts_exactly_one_whole_lower_priority_gang(
             }
         )
     try:
-        gangs = {"low-a": "low", "low-b": "low", "high": "high"}
-        for gang, level in list(gangs.items())[:2]:
-            suite.podgroup(gang, 2)
+        # Label gangs: the pods' PriorityClass is the group's priority.
+        def gang(name: str, level: str) -> None:
             for i in range(2):
                 suite.pod(
-                    f"{gang}-{i}",
+                    f"{name}-{i}",
                     cpu="2",
                     memory="64Mi",
-                    group=gang,
+                    labels={names.LABEL_GROUP: name},
+                    annotations={names.ANNOTATION_GROUP_SIZE: "2"},
                     spec={"priorityClassName": classes[level]},
                 )
-            suite.wait_bound(f"{gang}-0", f"{gang}-1")
-        suite.podgroup("high", 2)
-        for i in range(2):
-            suite.pod(
-                f"high-{i}",
-                cpu="2",
-                memory="64Mi",
-                group="high",
-                spec={"priorityClassName": classes["high"]},
-            )
+
+        for name in ("low-a", "low-b"):
+            gang(name, "low")
+            suite.wait_bound(f"{name}-0", f"{name}-1")
+        gang("high", "high")
         bound = suite.wait_bound("high-0", "high-1", timeout=120)
         assert set(bound.values()) <= set(suite.nodes)
 

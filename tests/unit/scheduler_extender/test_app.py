@@ -262,6 +262,7 @@ def test_preempt_gives_kube_scheduler_no_victims_so_no_gang_is_cut_in_part() -> 
     }
     r = env.client.post("/preempt", json=body)
     assert r.json() == {"NodeNameToMetaVictims": {}}
+    assert env.state()["pods"] == {}  # asking changes nothing without an evictor
 
 
 def test_health_readiness_and_oversized_bodies() -> None:

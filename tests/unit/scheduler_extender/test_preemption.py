@@ -130,3 +130,18 @@ def test_the_what_if_leaves_the_graph_exactly_as_it_was() -> None:
     assert not w.place(big).nodes
     assert sorted(w.ledger.victims_for("default/big")) == ["default/a", "default/b"]
     assert w.graph.node_usage() == before and w.ledger.holdings() == held
+
+
+def test_a_full_cluster_preempts_through_the_preempt_verb_and_holds_nothing_it_was_not_given() -> (
+    None
+):
+    w = World(2)
+    w.run(w.gang("low", 2, "4", priority=1))
+    high = w.gang("high", 1, "4", priority=100)
+    # kube-scheduler's own filters rule out every node; it asks /preempt instead of /filter.
+    w.scheduler.preempt(high[0])
+    assert [by for by, _ in w.evictor.calls] == ["default/high"]
+    roomy = World(2)
+    solo = roomy.gang("solo", 1, "1", priority=100)
+    roomy.scheduler.preempt(solo[0])  # fits in fluence's view: nothing is kept for it
+    assert roomy.ledger.holdings() == {} and roomy.evictor.calls == []
