@@ -961,7 +961,8 @@ bool Traverser::run(Jobspec &js, MatchOp op, int64_t jobid, int64_t &at, Emissio
         err_msg_ += "jobspec duration is negative or longer than the resource graph's time span.\n";
         return false;
     }
-    m.duration = js.duration == 0.0 ? gdur : static_cast<int64_t>(std::ceil(js.duration));
+    // No duration: held for the rest of the graph's time span from when it starts.
+    m.duration = js.duration == 0.0 ? g_.end() - at : static_cast<int64_t>(std::ceil(js.duration));
     if (op == MatchOp::WithoutAllocating || op == MatchOp::WithoutAllocatingFuture) m.alloc_type = AllocType::NoAlloc;
     bool ok;
     if (op == MatchOp::Satisfiability) {

@@ -372,3 +372,10 @@ def test_a_match_made_at_a_later_time_allocates_there_and_reserves_after_held_jo
     assert {u.path: u.used for u in g.usage(at=95)}["/cluster/worker0/core0"] == 0
     with pytest.raises(InputError, match="time span"):
         g.match(slot_jobspec(1, 1000, 1000), jobid=5, now=-1)
+
+
+def test_a_request_without_duration_made_later_is_held_for_the_rest_of_the_span() -> None:
+    g = Graph(pooled_cluster(nodes=1, cpus_milli=4000, memory_mib=8192), partial_pools=True)
+    late = g.match(slot_jobspec(1, 1000, 1000, duration=0), jobid=1, now=500)
+    assert (late.status, late.at) == ("allocated", 500)
+    assert g.match(slot_jobspec(1, 1000, 1000, duration=0), "without_allocating", now=900).ok
