@@ -464,15 +464,28 @@ class Ledger:
             self._replan = False
             self._drops_seen = self.graph.reservations_dropped
         keep = 0
+        now = self.graph.now()
         while (
             keep < len(self._reserved)
             and keep < len(ahead)
             and self._reserved[keep] == ahead[keep].group
+            and not self._lapsing(ahead[keep], now)
         ):
             keep += 1
         self._drop_reservations(keep)
         for w in ahead[keep:]:
             self._reserve(w)
+
+    @staticmethod
+    def _lapsing(w: Waiting, now: int) -> bool:
+        """``w``'s reservation began before ``now``: it would end before the group does.
+
+        A reservation covers the group's runtime from its start. When the group's
+        pods are slow to ask again, the capacity it holds now must still cover a
+        full runtime from now, so it is made again (with those behind it).
+        """
+        r = w.reservation
+        return r is not None and r.start < now
 
     def _drop_reservations(self, keep: int) -> None:
         """Cancel the reservations of all but the first ``keep`` reserved groups."""

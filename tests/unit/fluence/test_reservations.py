@@ -310,3 +310,21 @@ def test_capacity_kept_for_the_head_shows_as_reserved_not_allocated() -> None:
         "allocated": 1000,
         "free": 0,
     }
+
+
+def test_capacity_held_now_for_a_gang_whose_pods_are_slow_to_ask_does_not_lapse() -> None:
+    ledger, clock = cluster(2)
+    running = [pod("a", 100), pod("b", 100)]
+    for p in running:
+        place(ledger, p.metadata.name, [p])
+    big = gang("big", 2, 10)
+    assert place(ledger, "big", big).status == "busy"
+    release_group(ledger, running)
+    ledger.plan()
+    assert start_of(ledger, "big") == 0  # held now; its pods have not asked again yet
+    # Longer than the gang's own runtime passes before anyone asks the ledger again.
+    clock.t += 30
+    res = place(ledger, "stream", [pod("stream", 60)])
+    assert res.status == "busy", "a later job took capacity held for the waiting gang"
+    assert start_of(ledger, "big") == 0
+    assert place(ledger, "big", big).status == "allocated"
