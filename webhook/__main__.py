@@ -15,24 +15,30 @@ from webhook.admission import Admission
 from webhook.app import create_app
 from webhook.env import ContractFile
 from webhook.gang import GangWiring, KubeGangCluster
+from webhook.job_runtime import JobRuntimes
 from webhook.settings import WebhookSettings
 
 log = logging.getLogger("webhook")
 
 
-def build_wiring(settings: WebhookSettings) -> GangWiring | None:
-    """Gang wiring with an API client; None (logged) when it is off or there are no credentials."""
-    if not settings.gang:
-        return None
+def build_cluster(settings: WebhookSettings) -> KubeGangCluster | None:
+    """The webhook's API calls; None (logged) when there are no credentials."""
     try:
         client = api_client(settings.kubeconfig)
     except Exception as e:
         log.warning(
-            "gang wiring off: no Kubernetes credentials; set FLUENCE_KUBECONFIG or run in-cluster",
+            "no Kubernetes credentials: no gang wiring and no runtime from owning Jobs; "
+            "set FLUENCE_KUBECONFIG or run in-cluster",
             extra={"error": str(e)},
         )
         return None
-    cluster = KubeGangCluster(client, timeout=settings.api_timeout_seconds)
+    return KubeGangCluster(client, timeout=settings.api_timeout_seconds)
+
+
+def build_wiring(settings: WebhookSettings, cluster: KubeGangCluster | None) -> GangWiring | None:
+    """Gang wiring, unless it is off or there is no API client."""
+    if not settings.gang or cluster is None:
+        return None
     return GangWiring(
         cluster,
         recheck_seconds=settings.api_recheck_seconds,
@@ -50,9 +56,11 @@ def check_tls(settings: WebhookSettings) -> None:
 
 async def serve(settings: WebhookSettings) -> None:
     contract = ContractFile(settings.resources)
-    wiring = build_wiring(settings)
+    cluster = build_cluster(settings)
+    wiring = build_wiring(settings, cluster)
+    runtimes = JobRuntimes(cluster, budget_seconds=settings.api_budget_seconds)
     ready = False
-    app = create_app(settings, Admission(contract.current, wiring), ready=lambda: ready)
+    app = create_app(settings, Admission(contract.current, wiring, runtimes), ready=lambda: ready)
     background = []
     if wiring is not None:
         await wiring.refresh()

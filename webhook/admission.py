@@ -5,12 +5,14 @@ Kept apart from the HTTP layer so tests drive it with bytes in, bytes out.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fluence import names
 from webhook import env, gang
+from webhook.job_runtime import JobRuntimes
 from webhook.patch import PatchBuilder
 from webhook.review import AdmissionRequest, Pod, UserInfo, allow, decode_pod, decode_review
 
@@ -52,10 +54,14 @@ class Admission:
     """Answers AdmissionReviews for pod CREATE."""
 
     def __init__(
-        self, contract: Callable[[], env.EnvContract], wiring: gang.GangWiring | None = None
+        self,
+        contract: Callable[[], env.EnvContract],
+        wiring: gang.GangWiring | None = None,
+        runtimes: JobRuntimes | None = None,
     ) -> None:
         self.contract = contract
         self.wiring = wiring
+        self.runtimes = runtimes
 
     async def review(self, body: bytes) -> bytes:
         """The encoded response review; :class:`~webhook.review.ReviewError` for a bad request."""
@@ -85,11 +91,18 @@ class Admission:
         except ValueError as e:
             return allow(request.uid, warnings=[f"fluence webhook left the pod unchanged: {e}"])
         mutation = mutate(pod, request.namespace, self.contract(), request.user_info)
+        calls = []
         if mutation.gang is not None and self.wiring is not None:
-            await self.wiring.wire(
-                mutation.gang,
-                dry_run=bool(request.dry_run),
-                patch=mutation.patch,
-                warnings=mutation.warnings,
+            calls.append(
+                self.wiring.wire(
+                    mutation.gang,
+                    dry_run=bool(request.dry_run),
+                    patch=mutation.patch,
+                    warnings=mutation.warnings,
+                )
             )
+        if self.runtimes is not None:
+            calls.append(self.runtimes.annotate(pod, request.namespace, mutation.patch))
+        # Side by side: each keeps within the API budget, so together they do too.
+        await asyncio.gather(*calls)
         return allow(request.uid, mutation.patch.ops, mutation.warnings)

@@ -230,6 +230,21 @@ class KubeGangCluster:
             return None
         return int(spec.parallelism or spec.completions or 0) or None
 
+    def job_deadline(self, namespace: str, name: str) -> int | None:
+        """The Job's ``spec.activeDeadlineSeconds`` (see :mod:`webhook.job_runtime`)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            job = self._batch.read_namespaced_job(name, namespace, _request_timeout=self._timeout)
+        except ApiException as e:
+            log.warning(
+                "cannot read the owning Job; no runtime estimate from it",
+                extra={"namespace": namespace, "job": name, "status": e.status},
+            )
+            return None
+        deadline = job.spec.active_deadline_seconds if job.spec is not None else None
+        return int(deadline) if deadline else None
+
     def may_create_podgroups(self, user: UserInfo, namespace: str) -> bool:
         from kubernetes import client
 

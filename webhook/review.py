@@ -147,6 +147,7 @@ class PodSpec(msgspec.Struct, rename="camel"):
     containers: list[Container] = msgspec.field(default_factory=list)
     init_containers: list[Container] | None = None
     scheduling_group: dict[str, Any] | None = None
+    active_deadline_seconds: int | None = None
 
 
 class Pod(msgspec.Struct):

@@ -211,6 +211,38 @@ def test_job_owned_gang_takes_the_job_parallelism(
     }
 
 
+def test_the_job_controllers_pods_carry_the_jobs_deadline_as_their_runtime(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    """kube-controller-manager creates the pods; the webhook gives each the Job's deadline."""
+    template = classical_pod("unused")
+    del template["metadata"]
+    control_plane.rest.create(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "bounded"},
+            "spec": {
+                "parallelism": 2,
+                "completions": 2,
+                "activeDeadlineSeconds": 600,
+                "template": {**template, "spec": {**template["spec"], "restartPolicy": "Never"}},
+            },
+        },
+    )
+    deadline = time.monotonic() + 60
+    pods: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and len(pods) < 2:
+        pods = control_plane.rest.get(
+            f"/api/v1/namespaces/{namespace}/pods", labelSelector="job-name=bounded"
+        )["items"]
+        time.sleep(0.5)
+    assert len(pods) == 2, "the Job controller did not create the pods"
+    for p in pods:
+        assert p["metadata"]["annotations"][names.ANNOTATION_RUNTIME] == "600"
+
+
 def test_server_side_dry_run_creates_no_podgroup(
     control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
 ) -> None:
