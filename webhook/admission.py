@@ -102,7 +102,7 @@ class Admission:
                 )
             )
         if self.runtimes is not None:
-            calls.append(self.runtimes.annotate(pod, request.namespace, mutation.patch))
+            calls.append(self.runtimes.apply(pod, request.namespace, mutation.patch))
         # Side by side: each keeps within the API budget, so together they do too.
         await asyncio.gather(*calls)
         return allow(request.uid, mutation.patch.ops, mutation.warnings)

@@ -1,13 +1,14 @@
-"""A Job's ``activeDeadlineSeconds`` as its pods' runtime estimate.
+"""A Job's ``activeDeadlineSeconds`` on each of its pods, where the planner reads it.
 
 The extender plans a waiting group's start from its members' expected runtime:
 a pod's own ``activeDeadlineSeconds``, else the runtime annotation, else a
 default. A Job's deadline is enforced by the Job controller and never copied
 into the pods it creates, so the planner would not see it. Admission is where
 a pod and its owner meet: when a fluence pod owned by a batch Job states no
-estimate of its own, the webhook writes the Job's deadline into the annotation.
-It is an upper bound (the Job controller ends the Job then), which is what a
-reservation behind it needs.
+runtime of its own, the webhook sets its ``activeDeadlineSeconds`` to the Job's.
+That never ends a pod sooner than the Job controller would (a pod starts after
+its Job, and the Job's deadline counts from the Job's start), and unlike an
+annotation it is a limit the kubelet enforces.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def needs_job_deadline(pod: Pod) -> str | None:
 
 
 class JobRuntimes:
-    """Annotates Job pods with their Job's deadline; remembers deadlines briefly.
+    """Gives Job pods their Job's deadline; remembers deadlines briefly.
 
     A Job's pods arrive in a burst, so a deadline read is kept ``ttl`` seconds:
     one read per Job and burst, not one per pod.
@@ -97,17 +98,12 @@ class JobRuntimes:
         self._known[key] = (now, value)
         return value
 
-    async def annotate(self, pod: Pod, namespace: str, patch: PatchBuilder) -> None:
-        """Add the runtime annotation from the owning Job's deadline, when it has one."""
+    async def apply(self, pod: Pod, namespace: str, patch: PatchBuilder) -> None:
+        """Set the pod's ``activeDeadlineSeconds`` to the owning Job's, when it has one."""
         job = needs_job_deadline(pod)
         if job is None:
             return
         seconds = await self.deadline(namespace or pod.metadata.namespace, job)
         if seconds is None or seconds <= 0:
             return
-        patch.put(
-            pointer("metadata", "annotations"),
-            pod.metadata.annotations is not None,
-            names.ANNOTATION_RUNTIME,
-            str(seconds),
-        )
+        patch.add(pointer("spec", "activeDeadlineSeconds"), seconds)

@@ -211,7 +211,7 @@ def test_job_owned_gang_takes_the_job_parallelism(
     }
 
 
-def test_the_job_controllers_pods_carry_the_jobs_deadline_as_their_runtime(
+def test_the_job_controllers_pods_carry_the_jobs_deadline(
     control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
 ) -> None:
     """kube-controller-manager creates the pods; the webhook gives each the Job's deadline."""
@@ -240,7 +240,7 @@ def test_the_job_controllers_pods_carry_the_jobs_deadline_as_their_runtime(
         time.sleep(0.5)
     assert len(pods) == 2, "the Job controller did not create the pods"
     for p in pods:
-        assert p["metadata"]["annotations"][names.ANNOTATION_RUNTIME] == "600"
+        assert p["spec"]["activeDeadlineSeconds"] == 600
 
 
 def test_server_side_dry_run_creates_no_podgroup(

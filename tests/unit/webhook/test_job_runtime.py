@@ -1,4 +1,4 @@
-"""A Job's activeDeadlineSeconds reaches the planner through its pods' runtime annotation."""
+"""A Job's activeDeadlineSeconds reaches the planner through its pods' own."""
 
 from __future__ import annotations
 
@@ -53,18 +53,13 @@ def planned_runtime(doc: dict[str, Any]) -> int:
     return pod_runtime(decode_pod(json.dumps(doc)), 0)
 
 
-def test_a_job_pod_without_an_estimate_runs_at_most_its_jobs_deadline() -> None:
+def test_a_job_pod_without_a_runtime_of_its_own_gets_its_jobs_deadline() -> None:
     jobs = Jobs({"train": 900})
     stored = admitted(job_pod(), jobs)
-    assert stored["metadata"]["annotations"] == {names.ANNOTATION_RUNTIME: "900"}
+    assert stored["spec"]["activeDeadlineSeconds"] == 900
+    assert stored["metadata"] == job_pod()["metadata"]
     assert planned_runtime(stored) == 900
     assert jobs.reads == [("team", "train")]
-    # Other annotations are kept; the key is added beside them.
-    stored = admitted(job_pod(annotations={"team/owner": "ana"}), Jobs({"train": 60}))
-    assert stored["metadata"]["annotations"] == {
-        "team/owner": "ana",
-        names.ANNOTATION_RUNTIME: "60",
-    }
 
 
 def test_a_pod_that_states_its_own_estimate_keeps_it_and_no_job_is_read() -> None:
@@ -103,7 +98,7 @@ def test_one_read_per_job_for_a_burst_of_its_pods() -> None:
         out = []
         for _ in range(20):
             patch = PatchBuilder()
-            await runtimes.annotate(msgspec.convert(job_pod(), Pod), "team", patch)
+            await runtimes.apply(msgspec.convert(job_pod(), Pod), "team", patch)
             out.append(patch.ops)
         return out
 
@@ -119,7 +114,7 @@ def test_a_slow_api_server_admits_the_pod_without_the_estimate_in_time() -> None
 
     async def admit() -> float:
         started = time.monotonic()
-        await runtimes.annotate(msgspec.convert(job_pod(), Pod), "team", patch)
+        await runtimes.apply(msgspec.convert(job_pod(), Pod), "team", patch)
         return time.monotonic() - started
 
     assert asyncio.run(admit()) < 0.9
