@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fluence import names, resources  # noqa: E402
+from fluence import resources  # noqa: E402
 from fluence.cluster_graph import ClusterGraph  # noqa: E402
 from fluence.ledger import Ledger  # noqa: E402
 from fluence.pods import Pod, decode_pod  # noqa: E402
@@ -81,12 +81,9 @@ def workload(count: int, cores: int, seed: int) -> list[Group]:
 def pods_of(g: Group) -> list[Pod]:
     out = []
     for i in range(g.size):
-        doc: dict[str, Any] = make_pod(
-            f"{g.name}-{i}",
-            cpu="1",
-            annotations={names.ANNOTATION_RUNTIME: str(g.runtime)},
-            raw=True,
-        )
+        doc: dict[str, Any] = make_pod(f"{g.name}-{i}", cpu="1", raw=True)
+        # Each pod runs its runtime and no longer: a deadline the kubelet would enforce.
+        doc["spec"]["activeDeadlineSeconds"] = g.runtime
         if g.priority:
             doc["spec"]["priority"] = g.priority
         out.append(decode_pod(json.dumps(doc)))

@@ -719,6 +719,31 @@ class ClusterGraph:
             status = "busy" if self.satisfiable(jobspec) else "unsatisfiable"
             return replace(alloc, status=status)
 
+    def reserve_open_ended(self, jobspec: Mapping[str, Any], jobid: int) -> Allocation:
+        """As :meth:`reserve`, starting at the earliest time nothing is in the way for good.
+
+        For a group whose runtime is only an estimate, which may start only where no
+        reservation ahead of it begins later on the same resources: the start comes
+        from a match with no end, and the vertices it chose are then reserved for
+        the estimate alone, so the groups behind still plan from its expected end.
+        """
+        with self.lock:
+            probe = dict(jobspec)
+            system = dict(probe["attributes"]["system"])
+            estimate = int(system.get("duration") or 0)
+            # Not 0 (the rest of the horizon from now, which no later start can fit).
+            system["duration"] = HOLD_DURATION // 2
+            probe["attributes"] = {**probe["attributes"], "system": system}
+            alloc = self.reserve(probe, jobid)
+            if not alloc.ok or estimate <= 0:
+                return alloc
+            self.cancel_reservations([jobid])
+            booked = self._g.update_allocate(
+                jobid, alloc.R, at=alloc.at, duration=estimate, reserve=alloc.at > self.now()
+            )
+            self._reserved[jobid] = booked
+            return booked
+
     def cancel_reservations(self, jobids: Iterable[int]) -> None:
         with self.lock:
             for jid in jobids:

@@ -42,6 +42,9 @@ class Waiting:
     """When one of its pods last asked to be placed."""
     pods: set[str] = field(default_factory=set)
     runtime: int = 0
+    enforced: bool = True
+    """Its runtime is its pods' activeDeadlineSeconds: it may start in front of a
+    reservation that begins after it ends (see :mod:`fluence.runtimes`)."""
     options: tuple[Any, ...] = ()
     """Ways to reserve the group (``GroupSpecs`` each: one per topology domain when it
     requires one), built when it last asked; the earliest start wins."""
@@ -82,6 +85,7 @@ class GroupQueue:
         now: float,
         *,
         runtime: int = 0,
+        enforced: bool = True,
         options: tuple[Any, ...] = (),
     ) -> Waiting:
         """The group asks to be placed: add it, or refresh it keeping its place.
@@ -104,6 +108,7 @@ class GroupQueue:
                 w.pods.add(p)
                 self._group_of[p] = group
         w.runtime = runtime
+        w.enforced = enforced
         w.options = options
         return w
 

@@ -33,8 +33,10 @@ with Fluxion's ``allocate_orelse_reserve`` from each holding's expected end
 (:mod:`fluence.runtimes`). Every match made now must leave those spans free,
 so a later group is placed now only where it delays no group ahead of it
 (conservative backfill; with ``reserve_depth=1``, EASY: only the head is
-protected). Reservations are made again, in order, whenever capacity frees or
-the order changes, so they move earlier when pods end early.
+protected). It must leave them free for as long as its pods may run: their
+``activeDeadlineSeconds``, or for good when the runtime is only an estimate.
+Reservations are made again, in order, whenever capacity frees or the order
+changes, so they move earlier when pods end early.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from fluence.group_queue import GroupQueue, Reservation, Waiting
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
 from fluence.record_seal import RecordSeal, process_seal
-from fluence.runtimes import group_runtime, pod_runtime
+from fluence.runtimes import group_enforced, group_runtime, pod_runtime
 from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation
 
@@ -392,8 +394,18 @@ class Ledger:
         split = {p.key: split_requests(pod_requests(p)) for p in pods}
         level = self.graph.level_of(topology) if topology else ""
         runtime = group_runtime(pods, self.default_runtime)
-        specs = group_jobspecs(
+        # What a match now must leave free of reservations: the runtime when the kubelet
+        # enforces it, else everything from now on (a tenant's estimate plans, never backfills).
+        window = runtime if group_enforced(pods) else 0
+        planned = group_jobspecs(
             group, pods, self.graph.known_types(), exclude, split=split, duration=runtime
+        )
+        specs = (
+            planned
+            if window == runtime
+            else group_jobspecs(
+                group, pods, self.graph.known_types(), exclude, split=split, duration=window
+            )
         )
         with _tracer.start_as_current_span("match") as span:
             span.set_attribute("group", group)
@@ -409,7 +421,7 @@ class Ledger:
                             )
                         )
                         if level
-                        else (specs,)
+                        else (planned,)
                     )
                     waiting = self.queue.arrive(
                         group,
@@ -417,15 +429,18 @@ class Ledger:
                         (p.key for p in pods),
                         self.clock(),
                         runtime=runtime,
+                        enforced=window == runtime,
                         options=options,
                     )
                     self._reserve_ahead(waiting)
                     if level:
                         result = self._place_in_one_domain(
-                            group, pods, exclude, split, level, runtime
+                            group, pods, exclude, split, level, runtime, window
                         )
                     else:
-                        result = self._place_packed(group, pods, exclude, split, specs, runtime)
+                        result = self._place_packed(
+                            group, pods, exclude, split, specs, runtime, window
+                        )
                     for h in result.holdings.values():
                         h.priority = priority
                     if result.holdings:
@@ -503,10 +518,10 @@ class Ledger:
         exclude: Sequence[str],
         split: Mapping[str, Split],
         level: str,
-        runtime: int,
+        duration: int,
         start: str = "",
     ) -> Iterator[tuple[str, GroupSpecs]]:
-        """(path, jobspecs) for each ``level`` domain that could ever hold the group.
+        """(path, jobspecs of ``duration``) for each ``level`` domain that could ever hold it.
 
         In path order, beginning at the first path not before ``start``.
         """
@@ -526,7 +541,7 @@ class Ledger:
                 exclude,
                 split=split,
                 within=members,
-                duration=runtime,
+                duration=duration,
             )
             yield path, specs
 
@@ -559,7 +574,10 @@ class Ledger:
         for js in [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]:
             jid = self._new_id()
             try:
-                alloc = self.graph.reserve(js, jid)
+                if w.enforced:
+                    alloc = self.graph.reserve(js, jid)
+                else:
+                    alloc = self.graph.reserve_open_ended(js, jid)
             except (InputError, StateError) as exc:
                 self.graph.cancel_reservations(jobs)
                 w.note = f"cannot be reserved: {exc}"
@@ -762,6 +780,7 @@ class Ledger:
         split: Mapping[str, Split],
         specs: GroupSpecs,
         runtime: int,
+        window: int,
     ) -> PlaceResult:
         """A gang without a topology constraint, in as few domains as the levels allow.
 
@@ -773,10 +792,12 @@ class Ledger:
             for level in reversed(self.graph.level_types()):
                 if len(self.graph.domains(level)) < 2:
                     continue
-                result = self._place_in_one_domain(group, pods, exclude, split, level, runtime)
+                result = self._place_in_one_domain(
+                    group, pods, exclude, split, level, runtime, window
+                )
                 if result.status == "allocated":
                     return result
-        return self._place_locked(group, pods, specs, split, runtime)
+        return self._place_locked(group, pods, specs, split, runtime, window)
 
     def _place_in_one_domain(
         self,
@@ -786,6 +807,7 @@ class Ledger:
         split: Mapping[str, Split],
         level: str,
         runtime: int,
+        window: int,
     ) -> PlaceResult:
         """Place the whole group inside one vertex of type ``level`` (a rack, say).
 
@@ -798,8 +820,8 @@ class Ledger:
         # Next fit: start where the last group of this level went, so a stream of gangs
         # does not try every full domain before the one with room.
         start = self._next_domain.get(level, "")
-        for path, specs in self._domain_specs(group, pods, exclude, split, level, runtime, start):
-            result = self._place_locked(group, pods, specs, split, runtime)
+        for path, specs in self._domain_specs(group, pods, exclude, split, level, window, start):
+            result = self._place_locked(group, pods, specs, split, runtime, window)
             if result.status == "allocated":
                 self._next_domain[level] = path
                 return result
@@ -823,7 +845,9 @@ class Ledger:
         specs: GroupSpecs,
         split: Mapping[str, Split],
         runtime: int,
+        window: int,
     ) -> PlaceResult:
+        """Match ``specs`` now (of ``window`` seconds), then hold each pod ``runtime`` seconds."""
         matched: list[int] = []
         node_of: dict[str, str] = {}
         backends: list[tuple[str, BackendChoice]] = []
@@ -853,7 +877,7 @@ class Ledger:
                     shape_pods[cs.shape], slots_per_node(alloc.by_node(), cs.shape, cs.count)
                 )
                 node_of.update(placed)
-                if cs.count == 1:
+                if cs.count == 1 and window == runtime:
                     (only,) = placed
                     kept[only] = (jid, alloc)
             shared = self._groups.get(group)

@@ -6,6 +6,11 @@ kubelet ends the pod then, so it is an upper bound nobody can talk past), the
 group runs as long as its longest member. An estimate is for planning only: a
 pod that outlives it keeps its capacity (the graph holds it on), and the
 reservations behind it move later.
+
+Only an enforced runtime lets a group start in front of another group's
+reservation (backfill): an annotation is the tenant's word, and a tenant who
+wrote "1m" on an hour's work would otherwise jump the queue and delay the
+groups that waited. A Job's deadline reaches its pods through the webhook.
 """
 
 from __future__ import annotations
@@ -54,3 +59,11 @@ def group_runtime(pods: Iterable[Pod], default: int) -> int:
             return 0
         longest = max(longest, r)
     return longest
+
+
+def group_enforced(pods: Iterable[Pod]) -> bool:
+    """Whether every member's runtime is its ``activeDeadlineSeconds`` (the kubelet's limit)."""
+    return all(
+        p.spec.active_deadline_seconds is not None and p.spec.active_deadline_seconds > 0
+        for p in pods
+    )

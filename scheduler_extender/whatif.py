@@ -19,7 +19,7 @@ import yaml
 from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import group_jobspecs
 from fluence.pods import Pod
-from fluence.runtimes import group_runtime
+from fluence.runtimes import group_enforced, group_runtime
 from fluxion_nb.errors import InputError, StateError
 
 FITS = "fits"
@@ -120,13 +120,19 @@ def plan_group(graph: ClusterGraph, pods: Sequence[Pod], default_runtime: int) -
     The group is matched as the extender would (its jobspecs, its expected runtime),
     behind what is held and what the waiting groups have reserved.
     """
-    specs = group_jobspecs(
-        "plan", pods, graph.known_types(), duration=group_runtime(pods, default_runtime)
-    )
-    jobspecs = [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]
-    base = {"pods": len(pods), "runtime": group_runtime(pods, default_runtime)}
+    runtime = group_runtime(pods, default_runtime)
+    enforced = group_enforced(pods)
+
+    def jobspecs_of(duration: int) -> list[Any]:
+        specs = group_jobspecs("plan", pods, graph.known_types(), duration=duration)
+        return [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]
+
+    jobspecs = jobspecs_of(runtime)
+    now_jobspecs = jobspecs if enforced else jobspecs_of(0)
+    reserve = graph.reserve if enforced else graph.reserve_open_ended
+    base = {"pods": len(pods), "runtime": runtime}
     with graph.lock:
-        if graph.fits_now(jobspecs):
+        if graph.fits_now(now_jobspecs):
             return {**base, "status": FITS, "message": f"fits now ({len(pods)} pod(s))"}
         if not all(graph.satisfiable(js) for js in jobspecs):
             return {
@@ -138,7 +144,7 @@ def plan_group(graph: ClusterGraph, pods: Sequence[Pod], default_runtime: int) -
         start = graph.now()
         try:
             for i, js in enumerate(jobspecs):
-                alloc = graph.reserve(js, PROBE_JOBID + 1 + i)
+                alloc = reserve(js, PROBE_JOBID + 1 + i)
                 if not alloc.ok:
                     return {
                         **base,

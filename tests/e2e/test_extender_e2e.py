@@ -784,14 +784,16 @@ def test_a_gang_behind_a_stream_of_small_jobs_starts_at_its_reservation(suite: S
     """No starvation: the gang's capacity is reserved; only a job that ends first backfills."""
     suite.add_nodes(4, cpu="4")
 
-    def timed(name: str, seconds: int, estimate: int, **kw: Any) -> None:
-        """A pod that runs ``seconds`` and is expected to run at most ``estimate``."""
-        annotations = {
-            names.ANNOTATION_RUNTIME: f"{estimate}s",
-            ANNOTATION_EXIT_CODE: "0",
-            ANNOTATION_EXIT_AFTER: f"{seconds}s",
-        }
-        suite.pod(name, cpu="1", memory="64Mi", annotations=annotations, **kw)
+    def timed(name: str, seconds: int, estimate: int, enforced: bool = False, **kw: Any) -> None:
+        """A pod that runs ``seconds``, expected to run at most ``estimate``.
+
+        ``enforced``: the estimate is its activeDeadlineSeconds, else an annotation.
+        """
+        annotations = {ANNOTATION_EXIT_CODE: "0", ANNOTATION_EXIT_AFTER: f"{seconds}s"}
+        spec = {"activeDeadlineSeconds": estimate} if enforced else None
+        if not enforced:
+            annotations[names.ANNOTATION_RUNTIME] = f"{estimate}s"
+        suite.pod(name, cpu="1", memory="64Mi", annotations=annotations, spec=spec, **kw)
 
     running = [f"run-{i}" for i in range(8)]
     for name in running:
@@ -812,10 +814,13 @@ def test_a_gang_behind_a_stream_of_small_jobs_starts_at_its_reservation(suite: S
     for name in stream:
         timed(name, 60, 60)
         time.sleep(1)
-    # A job that ends before the reservation starts backfills a free core now.
-    timed("quick", 3, 5)
+    # A job whose deadline ends before the reservation starts backfills a free core now;
+    # one that only claims to be as short (an annotation) does not jump the queue.
+    timed("claims-quick", 60, 5)
+    timed("quick", 3, 5, enforced=True)
     suite.wait_bound("quick", timeout=30)
     assert all(suite.node_of(p) == "" for p in stream), "a long job took the gang's capacity"
+    assert suite.node_of("claims-quick") == "", "an unenforced estimate backfilled"
     queue = suite.stack.extender.state()["queue"]
     mine = [w for w in queue if w["group"].startswith(suite.ns + "/")]
     assert mine[0]["group"] == f"{suite.ns}/big" and mine[0]["reserved"]

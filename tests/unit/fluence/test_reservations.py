@@ -51,7 +51,12 @@ def pod(name: str, runtime: int | None = None, *, priority: int = 0, deadline: i
     return decode_pod(json.dumps(doc))
 
 
-def gang(name: str, size: int, runtime: int, *, priority: int = 0) -> list[Pod]:
+def gang(
+    name: str, size: int, runtime: int, *, priority: int = 0, enforced: bool = False
+) -> list[Pod]:
+    """``enforced``: the runtime is each pod's activeDeadlineSeconds, else an annotation."""
+    if enforced:
+        return [pod(f"{name}-{i}", priority=priority, deadline=runtime) for i in range(size)]
     return [pod(f"{name}-{i}", runtime, priority=priority) for i in range(size)]
 
 
@@ -91,14 +96,33 @@ def test_a_short_job_backfills_and_a_long_one_waits_behind_the_reservation() -> 
     big = gang("big", 4, 50)
     assert place(ledger, "big", big).status == "busy"
     assert start_of(ledger, "big") == 100
-    # Ends before the reservation starts: placed now on a free core.
-    assert place(ledger, "quick", [pod("quick", 90)]).status == "allocated"
+    # Ends before the reservation starts (the kubelet ends it by then): placed now.
+    assert place(ledger, "quick", [pod("quick", deadline=90)]).status == "allocated"
     # Would still run at 100, on a core the big gang needs: it waits, behind the gang.
     late = place(ledger, "slow", [pod("slow", 200)])
     assert late.status == "busy"
     assert start_of(ledger, "big") == 100
     assert start_of(ledger, "slow") == 150
     assert [w["group"] for w in ledger.waiting()] == ["default/big", "default/slow"]
+
+
+def test_a_runtime_only_annotated_never_starts_in_front_of_a_reservation() -> None:
+    """A tenant's word plans its own start; only an enforced deadline backfills."""
+    ledger, clock = cluster(4)
+    for p in (pod("a", 100), pod("b", 100)):
+        place(ledger, p.metadata.name, [p])
+    big = gang("big", 4, 50)
+    assert place(ledger, "big", big).status == "busy"
+    claims = place(ledger, "claims", [pod("claims", 10)])  # says 10 s; nothing stops it
+    assert claims.status == "busy"
+    # It starts where nothing reserved lies ahead of it for good: after the gang.
+    assert start_of(ledger, "claims") == 150
+    assert start_of(ledger, "big") == 100
+    # The same 10 s as activeDeadlineSeconds fits before the gang's reservation.
+    assert place(ledger, "bounded", [pod("bounded", deadline=10)]).status == "allocated"
+    # Behind the gang's reservation the estimate is what the queue plans with.
+    assert place(ledger, "after", gang("after", 4, 20)).status == "busy"
+    assert start_of(ledger, "after") == 160
 
 
 def test_the_head_gang_is_placed_when_its_reservation_comes_not_starved_by_a_stream() -> None:
@@ -213,30 +237,34 @@ def test_groups_nobody_asks_for_leave_the_queue_after_the_gang_timeout() -> None
 
 event = st.one_of(
     st.tuples(
-        st.just("arrive"), st.integers(1, 4), st.integers(1, 60), st.sampled_from([0, 0, 100])
+        st.just("arrive"),
+        st.integers(1, 4),
+        st.integers(1, 60),
+        st.sampled_from([0, 0, 100]),
+        st.booleans(),
     ),
-    st.tuples(st.just("tick"), st.integers(1, 30), st.just(0), st.just(0)),
-    st.tuples(st.just("end"), st.integers(0, 50), st.just(0), st.just(0)),
+    st.tuples(st.just("tick"), st.integers(1, 30), st.just(0), st.just(0), st.just(False)),
+    st.tuples(st.just("end"), st.integers(0, 50), st.just(0), st.just(0), st.just(False)),
 )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(event, min_size=1, max_size=40))
 def test_no_backfilled_group_ever_delays_a_reservation_and_nothing_is_overcommitted(
-    events: list[tuple[str, int, int, int]],
+    events: list[tuple[str, int, int, int, bool]],
 ) -> None:
     ledger, clock = cluster(4, depth=8)
     running: list[list[Pod]] = []
     waiting: dict[str, tuple[list[Pod], int]] = {}
     n = 0
-    for kind, a, b, prio in events:
+    for kind, a, b, prio, enforced in events:
         if kind == "tick":
             clock.t += a
         elif kind == "end" and running:
             release_group(ledger, running.pop(a % len(running)))
         elif kind == "arrive":
             n += 1
-            waiting[f"g{n}"] = (gang(f"g{n}", a, b, priority=prio), prio)
+            waiting[f"g{n}"] = (gang(f"g{n}", a, b, priority=prio, enforced=enforced), prio)
         # Every waiting group asks once per step, in arrival order (as retries come).
         for name, (pods, prio) in list(waiting.items()):
             before = {w["group"]: w["starts_in"] for w in ledger.plan() if w["reserved"]}
