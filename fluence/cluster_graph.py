@@ -46,7 +46,7 @@ from typing import Any
 import msgspec
 
 from fluence import names
-from fluence.group_jobspec import JobspecError
+from fluence.group_jobspec import JobspecError, with_duration
 from fluence.pods import COMPUTE_TYPES, CORE, GPU, MEMORY, Node, Pod, node_capacity
 from fluence.resources import Resource, ResourcesConfig
 from fluxion_nb import Graph
@@ -728,13 +728,9 @@ class ClusterGraph:
         the estimate alone, so the groups behind still plan from its expected end.
         """
         with self.lock:
-            probe = dict(jobspec)
-            system = dict(probe["attributes"]["system"])
-            estimate = int(system.get("duration") or 0)
+            estimate = int(jobspec["attributes"]["system"].get("duration") or 0)
             # Not 0 (the rest of the horizon from now, which no later start can fit).
-            system["duration"] = HOLD_DURATION // 2
-            probe["attributes"] = {**probe["attributes"], "system": system}
-            alloc = self.reserve(probe, jobid)
+            alloc = self.reserve(with_duration(jobspec, HOLD_DURATION // 2), jobid)
             if not alloc.ok or estimate <= 0:
                 return alloc
             self.cancel_reservations([jobid])

@@ -86,6 +86,13 @@ def _jobspec(
     }
 
 
+def with_duration(jobspec: Mapping[str, Any], duration: int) -> dict[str, Any]:
+    """A copy of ``jobspec`` asking for ``duration`` seconds (0: the rest of the horizon)."""
+    attributes = dict(jobspec.get("attributes") or {})
+    attributes["system"] = {**(attributes.get("system") or {}), "duration": duration}
+    return {**jobspec, "attributes": attributes}
+
+
 def compute_jobspec(
     shape: Shape,
     count: int,

@@ -54,7 +54,7 @@ import msgspec
 from fluence import names, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import NoEvents, PodEvents
-from fluence.group_jobspec import GroupSpecs, group_jobspecs
+from fluence.group_jobspec import GroupSpecs, group_jobspecs, with_duration
 from fluence.group_queue import GroupQueue, Reservation, Waiting
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
@@ -708,14 +708,20 @@ class Ledger:
                         out.update(d.jobid for d in h.devices if d.jobid)
                 return out
 
+            # As its placement will ask: for as long as nothing ends it, unless enforced.
+            window = w.runtime if w.enforced else 0
+            now_options = [
+                [
+                    with_duration(js, window)
+                    for js in [c.jobspec for c in specs.compute]
+                    + [d.jobspec for d in specs.devices]
+                ]
+                for specs in w.options
+            ]
+
             def fits(groups: list[str]) -> bool:
                 with self.graph.without(jobs_of(groups)):
-                    return any(
-                        self.graph.fits_now(
-                            [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]
-                        )
-                        for specs in w.options
-                    )
+                    return any(self.graph.fits_now(jobspecs) for jobspecs in now_options)
 
             chosen: list[str] = []
             for g in order:

@@ -356,3 +356,23 @@ def test_capacity_held_now_for_a_gang_whose_pods_are_slow_to_ask_does_not_lapse(
     assert res.status == "busy", "a later job took capacity held for the waiting gang"
     assert start_of(ledger, "big") == 0
     assert place(ledger, "big", big).status == "allocated"
+
+
+def test_preemption_is_judged_as_the_preemptor_will_be_placed() -> None:
+    """Victims only when the preemptor would start then: an estimate waits for a reservation
+    ahead of it wherever it lies later, so evicting for a gap before it would be in vain."""
+    ledger, clock = cluster(2)
+    assert place(ledger, "low", [pod("low", 100)]).status == "allocated"  # n0, priority 0
+    assert place(ledger, "mid", [pod("mid", 50, priority=5000)], priority=5000).status == (
+        "allocated"
+    )
+    # The top group needs both cores: reserved from 100, where both are planned free.
+    top = gang("top", 2, 10, priority=9000)
+    assert place(ledger, "top", top, priority=9000).status == "busy"
+    assert start_of(ledger, "top") == 100
+    estimated = [pod("est", 10, priority=1000)]
+    assert place(ledger, "est", estimated, priority=1000).status == "busy"
+    assert ledger.victims_for("default/est") == []
+    bounded = [pod("bounded", priority=1000, deadline=10)]
+    assert place(ledger, "bounded", bounded, priority=1000).status == "busy"
+    assert ledger.victims_for("default/bounded") == ["default/low"]
