@@ -493,14 +493,15 @@ class Ledger:
 
     @staticmethod
     def _lapsing(w: Waiting, now: int) -> bool:
-        """``w``'s reservation began before ``now``: it would end before the group does.
+        """``w``'s reservation is half over and the group has not started.
 
-        A reservation covers the group's runtime from its start. When the group's
-        pods are slow to ask again, the capacity it holds now must still cover a
-        full runtime from now, so it is made again (with those behind it).
+        A reservation covers the group's runtime from its start; while any of it is
+        left, nothing placed now can overlap it. When the group's pods are slow to
+        ask again, it is made again from now (with those behind it) before it ends:
+        at half its span, so at most twice per runtime, not on every call.
         """
         r = w.reservation
-        return r is not None and r.start < now
+        return r is not None and w.runtime > 0 and now - r.start >= max(w.runtime // 2, 1)
 
     def _drop_reservations(self, keep: int) -> None:
         """Cancel the reservations of all but the first ``keep`` reserved groups."""
