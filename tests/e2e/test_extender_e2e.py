@@ -706,7 +706,8 @@ def test_a_job_gang_runs_to_completion_and_its_capacity_is_released(suite: Suite
         "annotations": {
             names.ANNOTATION_GROUP_SIZE: "3",
             ANNOTATION_EXIT_CODE: "0",
-            ANNOTATION_EXIT_AFTER: "3s",
+            # Long enough that a loaded machine still reads /state while they run.
+            ANNOTATION_EXIT_AFTER: "20s",
         },
     }
     template["spec"]["restartPolicy"] = "Never"
@@ -742,7 +743,7 @@ def test_a_job_gang_runs_to_completion_and_its_capacity_is_released(suite: Suite
         job = batch.read_namespaced_job("sweep", suite.ns)
         return bool(job.status and job.status.succeeded == 3)
 
-    wait_for(complete, 60, "the job to complete")
+    wait_for(complete, 90, "the job to complete")
     wait_for(
         lambda: sum(u["core"]["allocated"] for u in suite.state_nodes().values()) == 0,
         30,
