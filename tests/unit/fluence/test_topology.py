@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from fluence import names, resources
@@ -12,7 +13,7 @@ from fluence.cluster_graph import ClusterGraph, level_type
 from fluence.group_jobspec import JobspecError
 from fluence.groups import identify
 from fluence.ledger import Ledger
-from fluence.pods import Node, PodGroup, decode_node, decode_podgroup
+from fluence.pods import Node, Pod, PodGroup, decode_node, decode_pod, decode_podgroup
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 EXAMPLES = resources.load("examples/resources.yaml")
@@ -67,6 +68,13 @@ def test_a_new_node_joins_an_existing_rack_and_a_relabelled_node_moves() -> None
     assert g.node_usage()["b"]["core"]["capacity"] == 4000
 
 
+def with_deadline(pod: Pod, seconds: int) -> Pod:
+    """``pod`` with an ``activeDeadlineSeconds``: a runtime the kubelet enforces."""
+    doc = json.loads(msgspec.json.encode(pod))
+    doc["spec"]["activeDeadlineSeconds"] = seconds
+    return decode_pod(json.dumps(doc))
+
+
 def test_a_rack_constrained_gang_lands_in_one_rack() -> None:
     # Two racks of 2 nodes x 4 cpu; 3 of r0n0's cpus are taken, so rack0 holds only two
     # more pods of 2 cpu: three would fit across racks, but one rack must hold them all.
@@ -83,7 +91,10 @@ def test_a_rack_constrained_gang_lands_in_one_rack() -> None:
     more = [make_pod(f"m{i}", cpu="2", group="m") for i in range(3)]
     busy = ledger.place("default/m", more, topology=RACK)
     assert busy.status == "busy" and "no single rack has room" in busy.message
-    assert ledger.place("default/m2", more, topology="").status == "allocated"
+    # Without the constraint they fit now, in front of the waiting rack gang's reservation
+    # (from the blocker's planned end): their runtime is enforced and ends before it.
+    bounded = [with_deadline(p, 1800) for p in more]
+    assert ledger.place("default/m2", bounded, topology="").status == "allocated"
     for key in [h for h in ledger.holdings() if h.startswith("default/m")]:
         ledger.release(key, "test")
     assert ledger.place("default/m", more[:1], topology=RACK).status == "allocated"
