@@ -214,35 +214,30 @@ class KubeGangCluster:
                 return version
         return None
 
-    def job_size(self, namespace: str, name: str) -> int | None:
+    def _job_spec(self, namespace: str, name: str, without: str) -> Any:
+        """The Job's spec; None (logged: ``without`` says what is lost) when it cannot be read."""
         from kubernetes.client.exceptions import ApiException
 
         try:
             job = self._batch.read_namespaced_job(name, namespace, _request_timeout=self._timeout)
         except ApiException as e:
             log.warning(
-                "cannot read the owning Job; gang size falls back to 1",
+                f"cannot read the owning Job; {without}",
                 extra={"namespace": namespace, "job": name, "status": e.status},
             )
             return None
-        spec = job.spec
+        return job.spec
+
+    def job_size(self, namespace: str, name: str) -> int | None:
+        spec = self._job_spec(namespace, name, "gang size falls back to 1")
         if spec is None:
             return None
         return int(spec.parallelism or spec.completions or 0) or None
 
     def job_deadline(self, namespace: str, name: str) -> int | None:
         """The Job's ``spec.activeDeadlineSeconds`` (see :mod:`webhook.job_runtime`)."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            job = self._batch.read_namespaced_job(name, namespace, _request_timeout=self._timeout)
-        except ApiException as e:
-            log.warning(
-                "cannot read the owning Job; no runtime estimate from it",
-                extra={"namespace": namespace, "job": name, "status": e.status},
-            )
-            return None
-        deadline = job.spec.active_deadline_seconds if job.spec is not None else None
+        spec = self._job_spec(namespace, name, "no runtime estimate from it")
+        deadline = spec.active_deadline_seconds if spec is not None else None
         return int(deadline) if deadline else None
 
     def may_create_podgroups(self, user: UserInfo, namespace: str) -> bool:
