@@ -47,6 +47,10 @@ class GroupRef:
     """Node label key one domain of which must hold the whole group ("" when none)."""
     priority: int | None = None
     """The PodGroup's own priority (scheduling.k8s.io/v1beta1, set at admission), if any."""
+    singly: bool = False
+    """Its PodGroup lets its pods be preempted one at a time; else only the whole group."""
+    preempts: bool = True
+    """False when its PodGroup's ``preemptionPolicy`` is ``Never``."""
 
     @property
     def single(self) -> bool:
@@ -112,6 +116,7 @@ def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
     topology = (pg.topology_key if pg else "") or pod.metadata.annotations.get(
         names.ANNOTATION_TOPOLOGY, ""
     )
+    native = pg if source != LABEL_X_K8S else None
     return GroupRef(
         key=f"{ns}/{name}",
         namespace=ns,
@@ -119,9 +124,11 @@ def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
         source=source,
         min_count=min_count,
         topology=topology,
-        # Only the native PodGroup's: admission sets it from its PriorityClass; a CRD's
-        # spec is whatever its writer put there.
-        priority=pg.spec.priority if pg is not None and source != LABEL_X_K8S else None,
+        # Only the native PodGroup's: admission sets its priority from its PriorityClass
+        # and its disruption mode is the API's; a CRD's spec is whatever its writer put there.
+        priority=native.spec.priority if native is not None else None,
+        singly=native is not None and native.disrupted_singly,
+        preempts=native is None or native.spec.preemption_policy != "Never",
     )
 
 

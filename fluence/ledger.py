@@ -112,6 +112,10 @@ class AllocationRecord(msgspec.Struct, omit_defaults=True):
     attributes: dict[str, str] = {}
     devices: list[DeviceRecord] = []
     pending: list[PendingMember] = []
+    priority: int | None = None
+    """The group's priority when placed (a PodGroup's may differ from the pod's own)."""
+    singly: bool = False
+    """Its group lets its pods be preempted one at a time."""
     v: int = 1
 
 
@@ -147,6 +151,13 @@ class Holding:
     """Expected runtime in seconds (0: until released): how long the graph plans it held."""
     priority: int = 0
     """The group's priority when it was placed: who may preempt it."""
+    singly: bool = False
+    """Its group (a PodGroup with ``disruptionMode`` single) may lose this pod alone."""
+
+    @property
+    def unit(self) -> str:
+        """What preemption takes at once: the pod (``"pod <key>"``) or its whole group."""
+        return f"pod {self.pod}" if self.singly else self.group
 
     def record(self, pending: Sequence[PendingMember] = ()) -> AllocationRecord:
         return AllocationRecord(
@@ -158,6 +169,8 @@ class Holding:
             attributes=dict(self.backend.attributes) if self.backend else {},
             devices=list(self.devices),
             pending=list(pending),
+            priority=self.priority or None,
+            singly=self.singly,
         )
 
     def annotations(
@@ -241,7 +254,7 @@ _gang_timeouts = telemetry.meter("fluence.ledger").create_counter(
 )
 _preemptions = telemetry.meter("fluence.ledger").create_counter(
     "fluence_preemptions",
-    description="Lower-priority groups evicted whole so that a waiting group fits",
+    description="Lower-priority groups (or pods, where a PodGroup allows) evicted so a group fits",
 )
 _untrusted_records = telemetry.meter("fluence.ledger").create_counter(
     "fluence_untrusted_allocation_records",
@@ -311,11 +324,12 @@ class Ledger:
         """Capacity freed or the order changed: reservations may move, make them again."""
         self._drops_seen = graph.reservations_dropped
         self._preempting: dict[str, str] = {}
+        """Units being evicted (whole groups, or pods of singly groups) -> whom they make
+        room for."""
         self._version = 0
         """Counts placements and releases: a what-if answer holds until it changes."""
         self._no_victims: dict[str, int] = {}
         """Waiting group -> the version at which no set of victims would have let it fit."""
-        """Groups being evicted as a whole -> the group they make room for."""
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -383,11 +397,13 @@ class Ledger:
         *,
         topology: str = "",
         priority: int = 0,
+        singly: bool = False,
     ) -> PlaceResult:
         """Match ``pods`` of ``group`` as a whole and split the result into tentative holdings.
 
         All or nothing: when one jobspec fails, everything matched so far is undone.
         ``topology``: a node label key one domain of which must hold every pod.
+        ``singly``: preemption may later take its pods one at a time.
         The match leaves free what the groups ahead of this one have reserved; a
         group that does not fit waits in the queue, reserved when near its head.
         """
@@ -443,6 +459,7 @@ class Ledger:
                         )
                     for h in result.holdings.values():
                         h.priority = priority
+                        h.singly = singly
                     if result.holdings:
                         self._version += 1
                     result = self._queue_outcome(waiting, result)
@@ -661,13 +678,16 @@ class Ledger:
     # ---- preemption --------------------------------------------------------------------
 
     def victims_for(self, group: str) -> list[str]:
-        """The fewest, lowest-priority whole groups whose going lets waiting ``group`` fit now.
+        """The fewest, lowest-priority units whose going lets waiting ``group`` fit now.
 
-        Candidates are groups fluence placed whose priority is lower than
-        ``group``'s and that are not being preempted already; the lowest priority,
-        then the most recently placed, are taken first until a what-if match says
-        the group fits, then any taken one that is not needed is put back. Empty
-        when no such set exists. Nothing changes.
+        A unit is a whole group, or one pod of a group whose PodGroup lets its
+        pods be disrupted one at a time (:attr:`Holding.unit`). Candidates are
+        units fluence placed whose priority is lower than ``group``'s and that
+        are not being preempted already; the lowest priority, then the most
+        recently placed, then the smallest, are taken first until a what-if
+        match says the group fits, then any taken one that is not needed is put
+        back. Empty when no such set exists, or when the group fits without one
+        (capacity came free since its match failed). Nothing changes.
         """
         with self.lock, self.graph.lock:
             w = self.queue.get(group)
@@ -680,9 +700,9 @@ class Ledger:
                     and h.group
                     and h.group != group
                     and h.priority < w.priority
-                    and h.group not in self._preempting
+                    and h.unit not in self._preempting
                 ):
-                    members.setdefault(h.group, []).append(h)
+                    members.setdefault(h.unit, []).append(h)
             if not members:
                 return []
             # Its own reservation would stand in its way: the queue makes it again.
@@ -693,20 +713,25 @@ class Ledger:
             self.graph.hold_on()
             order = sorted(
                 members,
-                key=lambda g: (
-                    max(h.priority for h in members[g]),
-                    -max(h.placed for h in members[g]),
-                    len(members[g]),
+                key=lambda u: (
+                    max(h.priority for h in members[u]),
+                    -max(h.placed for h in members[u]),
+                    len(members[u]),
+                    u,
                 ),
             )
 
-            def jobs_of(groups: Iterable[str]) -> set[int]:
+            def jobs_of(units: Iterable[str]) -> set[int]:
                 out: set[int] = set()
-                for g in groups:
-                    for h in members[g]:
+                for u in units:
+                    for h in members[u]:
                         if h.jobid:
                             out.add(h.jobid)
-                        out.update(d.jobid for d in h.devices if d.jobid)
+                        # A group's shared devices go only with its last member.
+                        if not h.singly or all(
+                            o.unit in units for o in self._holdings.values() if o.group == h.group
+                        ):
+                            out.update(d.jobid for d in h.devices if d.jobid)
                 return out
 
             # As its placement will ask: for as long as nothing ends it, unless enforced.
@@ -720,13 +745,16 @@ class Ledger:
                 for specs in w.options
             ]
 
-            def fits(groups: list[str]) -> bool:
-                with self.graph.without(jobs_of(groups)):
+            def fits(units: list[str]) -> bool:
+                with self.graph.without(jobs_of(units)):
                     return any(self.graph.fits_now(jobspecs) for jobspecs in now_options)
 
+            if fits([]):
+                # Room came free since its match failed (a victim ended): nothing to take.
+                return []
             chosen: list[str] = []
-            for g in order:
-                chosen.append(g)
+            for u in order:
+                chosen.append(u)
                 if fits(chosen):
                     break
             else:
@@ -735,14 +763,14 @@ class Ledger:
                 if len(self._no_victims) > LAST_MATCHES_KEPT:
                     self._no_victims.clear()
                 return []
-            for g in list(reversed(chosen[:-1])):
-                rest = [c for c in chosen if c != g]
+            for u in list(reversed(chosen[:-1])):
+                rest = [c for c in chosen if c != u]
                 if fits(rest):
                     chosen = rest
             return chosen
 
-    def preempt(self, groups: Sequence[str], by: str) -> dict[str, list[Holding]]:
-        """Mark ``groups`` as being preempted by ``by``; their bound pods, to be evicted.
+    def preempt(self, units: Sequence[str], by: str) -> dict[str, list[Holding]]:
+        """Mark ``units`` as being preempted by ``by``; their bound pods, to be evicted.
 
         Their unbound members let go at once; the bound ones keep their capacity
         until their pods are gone (the watch releases them), so nothing is placed
@@ -750,17 +778,31 @@ class Ledger:
         """
         out: dict[str, list[Holding]] = {}
         with self.lock:
-            for g in groups:
+            for u in units:
                 _preemptions.add(1)
-                self._preempting[g] = by
-                hs = [h for h in self._holdings.values() if h.group == g]
+                self._preempting[u] = by
+                hs = [h for h in self._holdings.values() if h.unit == u]
                 for h in hs:
                     if h.state == TENTATIVE and not h.seen_bound:
                         self.release(h.pod, f"preempted by group {by}")
-                out[g] = [h for h in hs if h.state == COMMITTED or h.seen_bound]
-                if not out[g]:
-                    self._preempting.pop(g, None)
+                out[u] = [h for h in hs if h.state == COMMITTED or h.seen_bound]
+                if not out[u]:
+                    self._preempting.pop(u, None)
             return out
+
+    def start_preemption(self, group: str) -> tuple[list[str], dict[str, list[Holding]]]:
+        """(units already being preempted for ``group``, {unit chosen now: its bound pods}).
+
+        One step under the ledger's lock: two asks for one group at once (its
+        members' filters, kube-scheduler's preempt call, a retry after a timeout)
+        never both choose victims, so no more is evicted than one choice needs.
+        """
+        with self.lock:
+            already = sorted(u for u, by in self._preempting.items() if by == group)
+            if already:
+                return already, {}
+            victims = self.victims_for(group)
+            return [], self.preempt(victims, group) if victims else {}
 
     def preempting(self) -> dict[str, str]:
         """Groups being preempted -> the group that preempts them."""
@@ -1013,12 +1055,12 @@ class Ledger:
             self._release_jobs(h)
             self._replan = True
             self._version += 1
-            if h.group in self._preempting and not any(
-                o.group == h.group for o in self._holdings.values()
+            if h.unit in self._preempting and not any(
+                o.unit == h.unit for o in self._holdings.values()
             ):
                 log.info(
                     "preempted group is gone",
-                    extra={"group": h.group, "by": self._preempting.pop(h.group)},
+                    extra={"group": h.unit, "by": self._preempting.pop(h.unit)},
                 )
             log.info("allocation released", extra={"pod": pod, "group": h.group, "reason": reason})
             if self._unaccounted and not self._retrying:
@@ -1203,13 +1245,17 @@ class Ledger:
             BackendChoice(rec.backend, "", rec.attributes) if rec.backend else None,
         )
         h.runtime = runtime
-        h.priority = pod.spec.priority or 0
+        h.priority = rec.priority if rec.priority is not None else pod.spec.priority or 0
+        h.singly = rec.singly
         if shared is not None:
             self._join(h, shared)
         self._holdings[pod.key] = h
         self._unaccounted.pop(pod.key, None)
         for m in rec.pending:
             self._hold_pending(rec.group, m, shared)
+            held = self._holdings.get(m.pod)
+            if held is not None and held.state == TENTATIVE:
+                held.priority, held.singly = h.priority, h.singly
 
     def _hold_pending(self, group: str, m: PendingMember, shared: GroupDevices | None) -> None:
         """Hold again where an unbound member of a gang was held before a restart."""

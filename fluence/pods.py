@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import msgspec
 
@@ -224,6 +225,13 @@ class SchedulingConstraints(msgspec.Struct, omit_defaults=True):
     topology: list[TopologyConstraint] | None = None
 
 
+class DisruptionMode(msgspec.Struct, omit_defaults=True):
+    """scheduling.k8s.io/v1beta1: exactly one of ``single`` (pods one by one) or ``all``."""
+
+    single: dict[str, Any] | None = None
+    all: dict[str, Any] | None = None
+
+
 class PodGroupSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     scheduling_policy: SchedulingPolicy | None = None
     scheduling_constraints: SchedulingConstraints | None = None
@@ -232,6 +240,10 @@ class PodGroupSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     """scheduling.x-k8s.io/v1alpha1 (scheduler-plugins) spelling of the gang size."""
     priority: int | None = None
     """scheduling.k8s.io/v1beta1: resolved from priorityClassName at admission."""
+    disruption_mode: DisruptionMode | str | None = None
+    """v1beta1: an object (``single`` or ``all``); v1alpha2: a string (see disrupted_singly)."""
+    preemption_policy: str | None = None
+    """v1beta1: ``Never`` keeps the whole group from preempting."""
 
 
 class PodGroup(msgspec.Struct, omit_defaults=True):
@@ -251,6 +263,18 @@ class PodGroup(msgspec.Struct, omit_defaults=True):
             if c.key:
                 return c.key
         return ""
+
+    @property
+    def disrupted_singly(self) -> bool:
+        """May its pods be evicted one at a time (rather than the whole group or none)?
+
+        v1beta1 says ``single`` or ``all`` (the API server fills in ``single`` when
+        the writer left it out). v1alpha2's string cannot say it: without its alpha
+        WorkloadAwarePreemption gate the API server stores ``"Pod"`` whatever was
+        written, so such a gang stays whole.
+        """
+        mode = self.spec.disruption_mode
+        return isinstance(mode, DisruptionMode) and mode.single is not None and mode.all is None
 
     @property
     def min_count(self) -> int:

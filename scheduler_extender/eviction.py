@@ -6,7 +6,9 @@ rest of the gang running, holding capacity for nothing. fluence therefore
 answers ``/preempt`` with no victims and evicts itself, through the Eviction
 API (so PodDisruptionBudgets apply), every bound pod of the groups
 :meth:`~fluence.ledger.Ledger.victims_for` chose after a what-if match showed
-the preemptor fits once they are gone. Evictions run on a thread of their own:
+the preemptor fits once they are gone. A PodGroup whose ``disruptionMode`` is
+``single`` (v1beta1) or ``Pod`` (v1alpha2) may lose pods one at a time; every
+other gang goes whole or not at all. Evictions run on a thread of their own:
 filter never waits for the API server.
 """
 
@@ -34,7 +36,8 @@ log = logging.getLogger(__name__)
 
 class Evictor(Protocol):
     def evict(self, victims: Mapping[str, Sequence[Holding]], by: str) -> None:
-        """Evict every pod in ``victims`` (group -> its bound holdings) for group ``by``."""
+        """Evict every pod in ``victims`` (unit -> its bound holdings) for group ``by``; a unit
+        is a whole group or ``"pod <key>"`` (:attr:`fluence.ledger.Holding.unit`)."""
         ...
 
 
@@ -79,12 +82,17 @@ class ApiEvictor:
                 except Exception as exc:  # noqa: BLE001 - a thread must log, not die silently
                     log.warning("eviction failed", extra={"pod": h.pod, "error": repr(exc)})
                     continue
+                alone = group.startswith("pod ")
                 self.events.warn(
                     namespace,
                     name,
                     h.uid,
                     "Preempted",
-                    f"evicted with the rest of group {group} (priority {h.priority}) to make "
-                    f"room for the higher-priority group {by}",
+                    (
+                        f"evicted alone (group {h.group} lets its pods be disrupted one at a time)"
+                        if alone
+                        else f"evicted with the rest of group {group}"
+                    )
+                    + f" (priority {h.priority}) to make room for the higher-priority group {by}",
                 )
             log.info("group preempted", extra={"group": group, "by": by})

@@ -87,6 +87,16 @@ class FilterOutcome:
     error: str = ""
 
 
+def describe_units(units: Sequence[str]) -> str:
+    """Preemption units for a message: "group(s) a, b" and/or "pod(s) c" (sorted)."""
+    pods = sorted(u.removeprefix("pod ") for u in units if u.startswith("pod "))
+    groups = sorted(u for u in units if not u.startswith("pod "))
+    parts = [f"group(s) {', '.join(groups)}"] if groups else []
+    if pods:
+        parts.append(f"pod(s) {', '.join(pods)}")
+    return " and ".join(parts)
+
+
 class Scheduler:
     def __init__(
         self,
@@ -170,6 +180,8 @@ class Scheduler:
             priority=ref.priority
             if ref.priority is not None
             else max((m.spec.priority or 0 for m in members), default=0),
+            singly=ref.singly,
+            preempts=ref.preempts,
         )
 
     def _members(self, pod: Pod, ref: groups.GroupRef) -> list[Pod]:
@@ -193,6 +205,8 @@ class Scheduler:
         only_candidates: bool,
         topology: str = "",
         priority: int = 0,
+        singly: bool = False,
+        preempts: bool = True,
     ) -> FilterOutcome:
         exclude: set[str] = set()
         seen: set[bytes] = set()
@@ -210,7 +224,7 @@ class Scheduler:
             exclude.update(n for n in self.graph.node_names() if n not in allowed)
         try:
             res = self.ledger.place(
-                group, pods, sorted(exclude), topology=topology, priority=priority
+                group, pods, sorted(exclude), topology=topology, priority=priority, singly=singly
             )
         except JobspecError as exc:
             return FilterOutcome(unresolvable={n: str(exc) for n in candidates})
@@ -222,7 +236,7 @@ class Scheduler:
         if res.status == "unsatisfiable":
             return FilterOutcome(unresolvable={n: res.message for n in candidates})
         if res.status != "allocated":
-            message = res.message + self._preempt_for(group, pod)
+            message = res.message + (self._preempt_for(group, pod) if preempts else "")
             return FilterOutcome(failed={n: message for n in candidates})
         mine = res.holdings[pod.key]
         if not mine.amounts:
@@ -256,20 +270,19 @@ class Scheduler:
                 self.ledger.release(key, "kube-scheduler ruled out every node for the group")
 
     def _preempt_for(self, group: str, pod: Pod) -> str:
-        """Start evicting the lower-priority groups whose going lets ``group`` fit; what to add
-        to its message ("" when nothing is preempted)."""
+        """Start evicting the lower-priority groups (or pods of groups that allow it) whose
+        going lets ``group`` fit; what to add to its message ("" when nothing is preempted)."""
         if self.evictor is None or pod.spec.preemption_policy == "Never":
             return ""
-        already = [g for g, by in self.ledger.preempting().items() if by == group]
+        already, doomed = self.ledger.start_preemption(group)
         if already:
-            return f"; waiting for preempted group(s) {', '.join(sorted(already))} to end"
-        victims = self.ledger.victims_for(group)
-        if not victims:
+            return f"; waiting for preempted {describe_units(already)} to end"
+        if not doomed:
             return ""
-        doomed = self.ledger.preempt(victims, group)
+        victims = list(doomed)
         log.info("preempting", extra={"group": group, "victims": victims})
         self.evictor.evict(doomed, group)
-        return f"; preempting lower-priority group(s) {', '.join(victims)}"
+        return f"; preempting lower-priority {describe_units(victims)}"
 
     # ---- prioritize --------------------------------------------------------------------
 

@@ -146,11 +146,15 @@ def podgroup_body(
     }
     if request.owner is not None:
         metadata["ownerReferences"] = [request.owner.reference()]
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": max(1, min_count)}}}
+    if version == "v1beta1":
+        # A fluence gang is all or nothing, in preemption too; the API's default is single.
+        spec["disruptionMode"] = {"all": {}}
     return {
         "apiVersion": f"{names.PODGROUP_GROUP}/{version}",
         "kind": "PodGroup",
         "metadata": metadata,
-        "spec": {"schedulingPolicy": {"gang": {"minCount": max(1, min_count)}}},
+        "spec": spec,
     }
 
 

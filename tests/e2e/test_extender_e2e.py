@@ -189,8 +189,8 @@ class Suite:
         )
         return out
 
-    def podgroup(self, name: str, min_count: int) -> None:
-        create_podgroup(self.custom, self.ns, name, min_count)
+    def podgroup(self, name: str, min_count: int, **spec: Any) -> None:
+        create_podgroup(self.custom, self.ns, name, min_count, **spec)
 
     def get(self, name: str) -> dict[str, Any]:
         out: dict[str, Any] = self.core.api_client.sanitize_for_serialization(
@@ -895,3 +895,64 @@ def test_a_high_priority_gang_preempts_exactly_one_whole_lower_priority_gang(
     finally:
         for name in classes.values():
             scheduling.delete_priority_class(name)
+
+
+def test_a_podgroup_that_may_lose_single_pods_loses_one_not_the_gang(suite: Suite) -> None:
+    """1.37: a PodGroup left without ``disruptionMode`` is ``single`` (the API server fills
+    it in), so a higher-priority pod takes one of its pods. 1.36's v1alpha2 stores "Pod"
+    whatever was asked (its gate is alpha and off), which says nothing: the gang goes
+    whole, as every fluence gang does."""
+    suite.add_nodes(2, cpu="4")
+    scheduling = SchedulingV1Api(suite.core.api_client)
+    high_class = f"high-{suite.id}"
+    scheduling.create_priority_class(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": high_class},
+            "value": 1000,
+        }
+    )
+    try:
+        suite.podgroup("loose", 4)
+        stored = suite.custom.get_namespaced_custom_object(
+            "scheduling.k8s.io",
+            suite.stack.cp.release.podgroup_version,
+            suite.ns,
+            "podgroups",
+            "loose",
+        )
+        single = suite.stack.cp.release.minor != "1.36"
+        assert stored["spec"]["disruptionMode"] == ({"single": {}} if single else "Pod")
+        loose = [f"loose-{i}" for i in range(4)]
+        for name in loose:
+            suite.pod(name, cpu="2", memory="64Mi", group="loose")
+        suite.wait_bound(*loose)  # both nodes full
+        suite.pod("urgent", cpu="2", memory="64Mi", spec={"priorityClassName": high_class})
+        suite.wait_bound("urgent", timeout=120)
+
+        def alive() -> set[str]:
+            return {
+                p.metadata.name
+                for p in suite.core.list_namespaced_pod(suite.ns).items
+                if not p.metadata.deletion_timestamp
+            }
+
+        def preempted() -> set[str]:
+            events = suite.core.list_namespaced_event(suite.ns).items
+            return {e.involved_object.name for e in events if e.reason == "Preempted"}
+
+        if single:
+            wait_for(
+                lambda: len(preempted()) == 1,
+                30,
+                "the Preempted event",
+                lambda: f"{preempted()} alive {alive()} | {suite.describe('urgent')}",
+            )
+            (gone,) = preempted()
+            assert alive() == {"urgent", *loose} - {gone}
+        else:
+            wait_for(lambda: preempted() == set(loose), 30, "the Preempted events")
+            assert alive() == {"urgent"}
+    finally:
+        scheduling.delete_priority_class(high_class)

@@ -169,6 +169,11 @@ def test_label_gang_pod_gets_its_podgroup_and_link(
         assert stored["spec"]["schedulingGroup"] == {"podGroupName": "label-gang"}, i
     group = podgroup(control_plane, namespace, "label-gang")
     assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    # Preempted whole, never one pod at a time (v1beta1 would default to single).
+    if control_plane.release.minor != "1.36":
+        assert group["spec"]["disruptionMode"] == {"all": {}}
+    else:  # v1alpha2 stores "Pod" while its alpha gate is off; fluence keeps it whole
+        assert group["spec"]["disruptionMode"] == "Pod"
     assert group["metadata"]["annotations"][names.ANNOTATION_CREATED_BY] == (
         names.CREATED_BY_WEBHOOK
     )

@@ -85,14 +85,16 @@ def pod_body(
     }
 
 
-def create_podgroup(custom: CustomObjectsApi, namespace: str, name: str, min_count: int) -> None:
-    """A gang PodGroup of ``min_count`` pods."""
+def create_podgroup(
+    custom: CustomObjectsApi, namespace: str, name: str, min_count: int, **spec: Any
+) -> None:
+    """A gang PodGroup of ``min_count`` pods; ``spec`` adds fields (e.g. ``disruptionMode``)."""
     version = selected_release().podgroup_version
     body = {
         "apiVersion": f"scheduling.k8s.io/{version}",
         "kind": "PodGroup",
         "metadata": {"name": name},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}, **spec},
     }
     custom.create_namespaced_custom_object(
         "scheduling.k8s.io", version, namespace, "podgroups", body

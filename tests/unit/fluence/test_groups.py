@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -119,3 +120,44 @@ def test_a_native_podgroups_priority_counts_and_a_crds_does_not() -> None:
         is None
     )
     assert groups.identify(make_pod("solo")).priority is None
+
+
+@pytest.mark.parametrize(
+    ("api", "extra", "singly", "preempts"),
+    [
+        ("v1beta1", {"disruptionMode": {"single": {}}}, True, True),
+        ("v1beta1", {"disruptionMode": {"all": {}}}, False, True),
+        ("v1beta1", {"disruptionMode": {"all": {}}, "preemptionPolicy": "Never"}, False, False),
+        # 1.36 stores "Pod" whatever was asked unless an alpha gate is on: kept whole.
+        ("v1alpha2", {"disruptionMode": "Pod"}, False, True),
+        ("v1alpha2", {"disruptionMode": "PodGroup"}, False, True),
+        ("v1alpha2", {}, False, True),
+    ],
+)
+def test_a_native_podgroup_says_how_it_may_be_preempted(
+    api: str, extra: dict[str, Any], singly: bool, preempts: bool
+) -> None:
+    spec = {"schedulingPolicy": {"gang": {"minCount": 2}}, **extra}
+    pg = _pg(f"scheduling.k8s.io/{api}", "g", spec)
+    ref = groups.identify(
+        make_pod("a", group="g"), _lookup({("scheduling.k8s.io", "default", "g"): pg})
+    )
+    assert (ref.singly, ref.preempts) == (singly, preempts)
+
+
+def test_only_a_native_podgroup_loosens_a_gang_and_a_crd_cannot() -> None:
+    # A label gang without a PodGroup goes whole and may preempt.
+    ref = groups.identify(
+        make_pod(
+            "a", labels={names.LABEL_GROUP: "g"}, annotations={names.ANNOTATION_GROUP_SIZE: "2"}
+        )
+    )
+    assert (ref.singly, ref.preempts) == (False, True)
+    crd = _pg(
+        "scheduling.x-k8s.io/v1alpha1",
+        "old",
+        {"minMember": 2, "disruptionMode": {"single": {}}, "preemptionPolicy": "Never"},
+    )
+    pod = make_pod("a", labels={names.LABEL_X_K8S_POD_GROUP: "old"})
+    ref = groups.identify(pod, _lookup({("scheduling.x-k8s.io", "default", "old"): crd}))
+    assert (ref.singly, ref.preempts) == (False, True)

@@ -443,3 +443,31 @@ def test_a_restart_between_a_gangs_binds_holds_the_unbound_members_again() -> No
     recover_from_cluster(Reflectors, g3, l3)  # type: ignore[arg-type]
     assert sorted(l3.holdings()) == ["default/w0"]
     assert sum(u["core"]["allocated"] for u in g3.node_usage().values()) == 2000
+
+
+def test_a_groups_priority_and_disruption_mode_survive_a_restart() -> None:
+    """A PodGroup's priority (not its pods') and single disruption come back from the record."""
+    nodes = [make_node("a", cpu="4")]
+    l1 = Ledger(ClusterGraph(EXAMPLES, nodes))
+    gang = [make_pod(f"w{i}", cpu="1", group="g") for i in range(2)]
+    assert l1.place("default/g", gang, priority=700, singly=True).status == "allocated"
+    h0 = l1.commit("default/w0", gang[0].metadata.uid, "a")
+    assert (h0.priority, h0.singly, h0.unit) == (700, True, "pod default/w0")
+    first = bound(gang[0], "a", l1.annotations(h0))
+    l2 = Ledger(ClusterGraph(EXAMPLES, nodes))
+    l2.observe(first)
+    l2.observe(gang[1])
+    for key in ("default/w0", "default/w1"):
+        h = l2.get(key)
+        assert h is not None and (h.priority, h.singly) == (700, True), key
+    # A record without them (a group placed at priority 0, whole; or an older record):
+    # the pod's own priority, the whole group.
+    l3 = Ledger(ClusterGraph(EXAMPLES, nodes))
+    assert l3.place("default/g", gang).status == "allocated"
+    plain = l3.annotations(l3.commit("default/w0", gang[0].metadata.uid, "a"))
+    record = json.loads(plain[names.ANNOTATION_ALLOCATION])
+    assert "priority" not in record and "singly" not in record
+    l4 = Ledger(ClusterGraph(EXAMPLES, nodes))
+    l4.observe(bound(gang[0], "a", plain))
+    h = l4.get("default/w0")
+    assert h is not None and (h.priority, h.singly, h.unit) == (0, False, "default/g")

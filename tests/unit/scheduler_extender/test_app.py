@@ -36,10 +36,10 @@ class FakeCluster:
         self.pods[pod.key] = pod
         return pod
 
-    def add_group(self, name: str, min_count: int) -> None:
+    def add_group(self, name: str, min_count: int, **spec: Any) -> None:
         doc = {
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}, **spec},
         }
         self.groups[("scheduling.k8s.io", "default", name)] = decode_podgroup(json.dumps(doc))
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,8 +35,16 @@ class World:
         )
         self.nodes = [f"n{i}" for i in range(nodes)]
 
-    def gang(self, name: str, size: int, cpu: str, priority: int = 0, **kw: Any) -> list[Any]:
-        self.cluster.add_group(name, size)
+    def gang(
+        self,
+        name: str,
+        size: int,
+        cpu: str,
+        priority: int = 0,
+        podgroup: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> list[Any]:
+        self.cluster.add_group(name, size, **(podgroup or {}))
         pods = []
         for i in range(size):
             raw = make_pod(f"{name}-{i}", cpu=cpu, group=name, raw=True)
@@ -145,3 +155,85 @@ def test_a_full_cluster_preempts_through_the_preempt_verb_and_holds_nothing_it_w
     solo = roomy.gang("solo", 1, "1", priority=100)
     roomy.scheduler.preempt(solo[0])  # fits in fluence's view: nothing is kept for it
     assert roomy.ledger.holdings() == {} and roomy.evictor.calls == []
+
+
+SINGLE = {"disruptionMode": {"single": {}}}
+ALL = {"disruptionMode": {"all": {}}}
+
+
+def test_a_podgroup_that_allows_it_loses_one_pod_not_the_whole_gang() -> None:
+    w = World(2)
+    loose = w.gang("loose", 4, "2", priority=10, podgroup=SINGLE)
+    w.run(loose)
+    out = w.place(w.gang("high", 1, "2", priority=1000))
+    message = next(iter(out.failed.values()))
+    ((by, victims),) = w.evictor.calls
+    # One pod is enough for a 2-core pod: the newest-placed of the lowest, one of loose's.
+    ((unit, pods),) = victims.items()
+    assert by == "default/high" and unit.startswith("pod default/loose-") and len(pods) == 1
+    assert unit == f"pod {pods[0]}"
+    assert f"preempting lower-priority pod(s) {pods[0]}" in message
+    assert w.ledger.preempting() == {unit: "default/high"}
+    # The other three keep running and stay candidates for someone else; the one goes.
+    assert len([k for k in w.ledger.holdings() if k.startswith("default/loose-")]) == 4
+    w.ledger.release(pods[0], "pod deleted")
+    assert w.ledger.preempting() == {}
+    assert w.place(w.gang("high", 1, "2", priority=1000)).nodes
+
+
+def test_a_podgroup_that_says_all_goes_whole() -> None:
+    w = World(2)
+    strict = w.gang("strict", 4, "2", priority=10, podgroup=ALL)
+    w.run(strict)
+    w.place(w.gang("high", 1, "2", priority=1000))
+    assert w.evictor.calls == [("default/high", {"default/strict": sorted(p.key for p in strict)})]
+
+
+def test_a_podgroup_that_never_preempts_waits_whatever_its_pods_say() -> None:
+    w = World(1)
+    w.run(w.gang("low", 1, "4", priority=1))
+    polite = w.gang("polite", 1, "4", priority=100, podgroup={"preemptionPolicy": "Never"})
+    out = w.place(polite)
+    assert not out.nodes and w.evictor.calls == []
+    assert "preempting" not in next(iter(out.failed.values()))
+
+
+def test_two_asks_for_one_group_at_once_evict_for_one_choice_only() -> None:
+    """Its members' filters and kube-scheduler's /preempt may ask together: one choice."""
+    w = World(2)
+    w.run(w.gang("low-a", 2, "2", priority=10))
+    w.run(w.gang("low-b", 2, "2", priority=10))
+    high = w.gang("high", 2, "2", priority=1000)
+    slow = w.ledger.victims_for
+
+    def victims_for(group: str) -> list[str]:
+        time.sleep(0.2)  # widen the window between choosing and marking
+        return slow(group)
+
+    w.ledger.victims_for = victims_for  # type: ignore[method-assign]
+    asks = [threading.Thread(target=w.place, args=([p],)) for p in high]
+    for t in asks:
+        t.start()
+    for t in asks:
+        t.join()
+    assert len(w.evictor.calls) == 1
+    ((by, victims),) = w.evictor.calls
+    assert by == "default/high" and list(victims) == ["default/low-b"]
+    assert w.ledger.preempting() == {"default/low-b": "default/high"}
+
+
+def test_no_victims_when_room_came_free_after_the_match_failed() -> None:
+    """A victim that ends between the preemptor's failed match and its choice of victims
+    is not replaced by another: the group fits already, and its next try places it."""
+    w = World(2)
+    w.run(w.gang("low-a", 2, "2", priority=10))
+    low_b = w.gang("low-b", 2, "2", priority=10)
+    w.run(low_b)
+    w.scheduler.evictor = None  # the match fails and waits, nothing is evicted
+    high = w.gang("high", 2, "2", priority=1000)
+    assert not w.place(high).nodes
+    assert w.ledger.victims_for("default/high") == ["default/low-b"]
+    for p in low_b:
+        w.ledger.release(p.key, "pod deleted")
+    assert w.ledger.victims_for("default/high") == []
+    assert w.place(high).nodes

@@ -157,7 +157,14 @@ def test_podgroup_body_is_marked_as_ours_and_for_whom() -> None:
     }
     assert body["metadata"]["labels"] == {names.LABEL_GROUP: "g"}
     assert "ownerReferences" not in body["metadata"]
-    assert body["spec"] == {"schedulingPolicy": {"gang": {"minCount": 1}}}
+    # All or nothing in preemption too: v1beta1 would default to single.
+    assert body["spec"] == {
+        "schedulingPolicy": {"gang": {"minCount": 1}},
+        "disruptionMode": {"all": {}},
+    }
+    # v1alpha2 keeps only "Pod" while its alpha gate is off; fluence keeps such gangs whole.
+    older = podgroup_body(GangRequest("g", "ns", None, None), 2, version="v1alpha2")
+    assert older["spec"] == {"schedulingPolicy": {"gang": {"minCount": 2}}}
 
 
 def test_podgroup_is_owned_by_the_pods_controller_for_garbage_collection() -> None:
