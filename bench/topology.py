@@ -9,9 +9,11 @@ as fluence was before). Each gang that is placed stays; one that does not fit is
 counted as waiting and skipped. Printed as JSON, drawn into bench/out/topology.png:
 
 - gangs placed, racks spanned per gang (mean, max, share at the ideal
-  ceil(size / rack capacity)), racks left wholly free, seconds to place them all.
+  ceil(size / rack capacity), and share at the fewest racks whose free cores could
+  hold the gang when it came), racks left wholly free, seconds spent placing.
 
-Usage: python bench/topology.py [--racks 50] [--nodes 100] [--gangs 400] [--required 0.3]
+Usage: python bench/topology.py [--racks 50] [--nodes 100] [--zones 5] [--gangs 400]
+       [--required 0.3] [--churn 0]
 """
 
 from __future__ import annotations
@@ -38,12 +40,12 @@ ZONE = "topology.kubernetes.io/zone"
 OUT = Path(__file__).resolve().parent / "out"
 
 
-def cluster(racks: int, per_rack: int, cpu: int) -> list[Node]:
+def cluster(racks: int, per_rack: int, cpu: int, zones: int = 5) -> list[Node]:
     nodes = []
     for r in range(racks):
         for i in range(per_rack):
             doc: dict[str, Any] = make_node(f"r{r:03d}n{i:03d}", cpu=str(cpu), raw=True)
-            doc["metadata"]["labels"] |= {ZONE: f"z{r % 5}", RACK: f"rack{r:03d}"}
+            doc["metadata"]["labels"] |= {ZONE: f"z{r % zones}", RACK: f"rack{r:03d}"}
             nodes.append(decode_node(json.dumps(doc)))
     return nodes
 
@@ -55,7 +57,12 @@ def workload(count: int, required: float, seed: int) -> list[tuple[int, bool]]:
 
 
 def run(
-    levels: bool, nodes: list[Node], gangs: list[tuple[int, bool]], rack_slots: int
+    levels: bool,
+    nodes: list[Node],
+    gangs: list[tuple[int, bool]],
+    rack_slots: int,
+    churn: float = 0.0,
+    seed: int = 7,
 ) -> dict[str, Any]:
     graph = ClusterGraph(
         resources.ResourcesConfig(), nodes, topology=(ZONE, RACK) if levels else ()
@@ -65,20 +72,35 @@ def run(
     spans: list[int] = []
     ideal = 0
     placed = waited = 0
-    started = time.perf_counter()
+    seconds = 0.0
+    fewest_now = 0
+    rng = random.Random(seed)
+    running: list[list[str]] = []
     for g, (size, must) in enumerate(gangs):
+        # The fewest racks whose free cores could hold it now (one-cpu pods).
+        free: dict[str, int] = {}
+        for n, u in graph.node_usage().items():
+            free[rack_of[n]] = free.get(rack_of[n], 0) + u["core"]["free"] // 1000
+        ranked = sorted(free.values(), reverse=True)
+        least = next((k + 1 for k in range(len(ranked)) if sum(ranked[: k + 1]) >= size), 0)
         pods = [make_pod(f"g{g}-{i}", cpu="1", memory="64Mi", group=f"g{g}") for i in range(size)]
+        started = time.perf_counter()
         res = ledger.place(f"default/g{g}", pods, topology=RACK if (must and levels) else "")
+        seconds += time.perf_counter() - started
         if res.status != "allocated":
             waited += 1
             continue
         placed += 1
         for key in res.holdings:
             ledger.commit(key, "", res.holdings[key].node)
+        running.append(list(res.holdings))
+        if running and rng.random() < churn:  # a gang ends, leaving holes behind
+            for key in running.pop(rng.randrange(len(running))):
+                ledger.release(key, "ended")
         racks = {rack_of[h.node] for h in res.holdings.values()}
         spans.append(len(racks))
         ideal += len(racks) == math.ceil(size / rack_slots)
-    seconds = time.perf_counter() - started
+        fewest_now += len(racks) <= least
     used = {rack_of[n] for n, u in graph.node_usage().items() if u["core"]["allocated"]}
     return {
         "graph": "zone/rack levels" if levels else "flat (baseline)",
@@ -87,6 +109,7 @@ def run(
         "racks_per_gang_mean": round(sum(spans) / len(spans), 3) if spans else 0,
         "racks_per_gang_max": max(spans, default=0),
         "share_at_ideal_racks": round(ideal / placed, 3) if placed else 0,
+        "share_at_fewest_racks_free_then": round(fewest_now / placed, 3) if placed else 0,
         "racks_wholly_free": len(set(rack_of.values()) - used),
         "seconds": round(seconds, 3),
         "spans": spans,
@@ -110,22 +133,30 @@ def main() -> None:
     p.add_argument("--racks", type=int, default=50)
     p.add_argument("--nodes", type=int, default=100, help="nodes per rack")
     p.add_argument("--cpu", type=int, default=4, help="cpus per node")
+    p.add_argument("--zones", type=int, default=5, help="racks are dealt round the zones")
     p.add_argument("--gangs", type=int, default=400)
     p.add_argument("--required", type=float, default=0.3, help="share requiring one rack")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--churn", type=float, default=0.0, help="chance a running gang ends after each placement"
+    )
     args = p.parse_args()
-    nodes = cluster(args.racks, args.nodes, args.cpu)
+    nodes = cluster(args.racks, args.nodes, args.cpu, args.zones)
     gangs = workload(args.gangs, args.required, args.seed)
     rack_slots = args.nodes * args.cpu
-    rows = [run(False, nodes, gangs, rack_slots), run(True, nodes, gangs, rack_slots)]
+    rows = [
+        run(levels, nodes, gangs, rack_slots, args.churn, args.seed) for levels in (False, True)
+    ]
     OUT.mkdir(exist_ok=True)
     figure = plot(rows, OUT / "topology.png")
     base, topo = rows
     summary = {
         "racks": args.racks,
         "nodes_per_rack": args.nodes,
+        "zones": args.zones,
         "gangs": args.gangs,
         "required_share": args.required,
+        "churn": args.churn,
         "results": [{k: v for k, v in r.items() if k != "spans"} for r in rows],
         "ratio_time_levels_vs_flat": round(topo["seconds"] / base["seconds"], 2)
         if base["seconds"]

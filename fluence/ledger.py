@@ -833,20 +833,107 @@ class Ledger:
     ) -> PlaceResult:
         """A gang without a topology constraint, in as few domains as the levels allow.
 
-        One rack if any rack holds it, else one zone, else anywhere: the preference
-        never makes a gang wait that fits across domains. A group of one, or a graph
-        without levels, is matched once, anywhere.
+        One rack if any rack holds it, else the fewest racks that do, else one zone,
+        else anywhere: the preference never makes a gang wait that fits across
+        domains. A group of one, or a graph without levels, is matched once, anywhere.
         """
         if len(pods) > 1:
-            for level in reversed(self.graph.level_types()):
-                if len(self.graph.domains(level)) < 2:
-                    continue
+            levels = [
+                level
+                for level in reversed(self.graph.level_types())
+                if len(self.graph.domains(level)) >= 2
+            ]
+            for i, level in enumerate(levels):
                 result = self._place_in_one_domain(
                     group, pods, exclude, split, level, runtime, window
                 )
                 if result.status == "allocated":
                     return result
+                if i == 0:
+                    spanning = self._place_in_fewest_domains(
+                        group, pods, exclude, split, level, runtime, window
+                    )
+                    if spanning is not None:
+                        return spanning
         return self._place_locked(group, pods, specs, split, runtime, window)
+
+    def _place_in_fewest_domains(
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: Sequence[str],
+        split: Mapping[str, Split],
+        level: str,
+        runtime: int,
+        window: int,
+    ) -> PlaceResult | None:
+        """A gang no one ``level`` domain holds, in the fewest of them that do (None if not).
+
+        Each domain counts how many of the gang's largest pods its free capacity takes;
+        the fewest domains with enough, those with the most first, are matched as one
+        hostlist, preferring a set inside one parent domain (one zone) when that needs
+        no more of them. Up to two more domains are added when the match still finds
+        no room (capacity in pieces smaller than a pod's), then the caller goes on.
+        """
+        largest: dict[str, int] = {}
+        for p in pods:
+            for t, n in split[p.key][0].items():
+                largest[t] = max(largest.get(t, 0), n)
+        largest = {t: n for t, n in largest.items() if n > 0}
+        if not largest:
+            return None
+        usage = self.graph.node_usage()
+        excluded = set(exclude)
+        slots: dict[str, int] = {}
+        members: dict[str, list[str]] = {}
+        for path, nodes in self.graph.domains(level).items():
+            usable = [n for n in nodes if n not in excluded and n in usage]
+            members[path] = usable
+            slots[path] = sum(
+                min(usage[n].get(t, {}).get("free", 0) // need for t, need in largest.items())
+                for n in usable
+            )
+        wanted = len(pods)
+
+        def fewest(paths: Sequence[str]) -> list[str]:
+            chosen: list[str] = []
+            held = 0
+            for path in sorted(paths, key=lambda p: (-slots[p], p)):
+                if held >= wanted or not slots[path]:
+                    break
+                chosen.append(path)
+                held += slots[path]
+            return chosen if held >= wanted else []
+
+        by_parent: dict[str, list[str]] = {}
+        for path in slots:
+            by_parent.setdefault(path.rsplit("/", 1)[0], []).append(path)
+        candidates = [c for c in (fewest(ps) for ps in by_parent.values()) if c]
+        anywhere = fewest(list(slots))
+        if not anywhere:
+            return None
+        best = min(candidates, key=len) if candidates else anywhere
+        if len(anywhere) < len(best):
+            best = anywhere
+        ranked = [p for p in sorted(slots, key=lambda p: (-slots[p], p)) if p not in best]
+        for extra in range(3):
+            chosen = best + ranked[:extra]
+            if extra and len(chosen) == len(best):
+                break
+            within = [n for path in chosen for n in members[path]]
+            specs = group_jobspecs(
+                group,
+                pods,
+                self.graph.known_types(),
+                exclude,
+                split=split,
+                within=within,
+                duration=window,
+            )
+            result = self._place_locked(group, pods, specs, split, runtime, window)
+            if result.status == "allocated":
+                return result
+        return None
 
     def _place_in_one_domain(
         self,

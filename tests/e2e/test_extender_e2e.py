@@ -781,6 +781,37 @@ def test_a_gang_that_requires_one_rack_lands_in_one_rack(suite: Suite) -> None:
     assert racks != {blocked_rack}  # the blocked rack has room for two pods only
 
 
+def test_a_gang_too_big_for_any_rack_spans_the_fewest_racks(suite: Suite) -> None:
+    """No rack holds it: the fewest racks with room do, not the first nodes found."""
+    rack_key = "topology.kubernetes.io/rack"
+    made: dict[str, list[str]] = {}
+    for rack in ("ra", "rb", "rc"):
+        made[rack] = suite.stack.cp.add_nodes(
+            2,
+            prefix=f"f{suite.id}-{rack}-",
+            capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
+            labels={SUITE_LABEL: suite.id, rack_key: f"{suite.id}-{rack}"},
+        )
+        suite.nodes += made[rack]
+    wait_for(
+        lambda: all(n in suite.stack.extender.state()["nodes"] for n in suite.nodes),
+        20,
+        "the extender to see the racks",
+    )
+    # ra keeps 8 cpu free, rb 4, rc 2: an 11-pod gang fits in ra and rb.
+    for i, (where, cpu) in enumerate(
+        ((made["rc"][0], "3"), (made["rc"][1], "3"), (made["rb"][0], "4"))
+    ):
+        suite.pod(f"blocker-{i}", cpu=cpu, spec={"nodeSelector": {"kubernetes.io/hostname": where}})
+    suite.wait_bound("blocker-0", "blocker-1", "blocker-2")
+    lab = {names.LABEL_GROUP: "wide"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "11"}
+    for i in range(11):
+        suite.pod(f"wide-{i}", cpu="1", memory="64Mi", labels=lab, annotations=ann)
+    bound = suite.wait_bound(*(f"wide-{i}" for i in range(11)), timeout=120)
+    assert {n.split("-")[1] for n in bound.values()} == {"ra", "rb"}, bound
+
+
 def test_a_gang_behind_a_stream_of_small_jobs_starts_at_its_reservation(suite: Suite) -> None:
     """No starvation: the gang's capacity is reserved; only a job that ends first backfills."""
     suite.add_nodes(4, cpu="4")

@@ -179,3 +179,45 @@ def test_a_domain_is_a_hostlist_constraint_and_gangs_go_next_fit() -> None:
         assert res.status == "allocated", res.message
         where.append({h.node for h in res.holdings.values()})
     assert where == [{"r0n0"}, {"r1n0"}, {"r2n0"}]
+
+
+def test_a_gang_too_big_for_one_rack_spans_the_fewest_racks() -> None:
+    # One zone of three racks, 4 nodes x 4 cpu each (16 a rack). rack0 keeps all 16 cpu
+    # free, rack1 8, rack2 4. An 18-pod gang fits no rack; matched anywhere, it took the
+    # room of all three racks; rack0 and rack1 hold it in two.
+    g = ClusterGraph(
+        EXAMPLES, [node(f"r{r}n{i}", "z0", f"rack{r}") for r in range(3) for i in range(4)]
+    )
+    ledger = Ledger(g)
+    for name in ("r2n0", "r2n1", "r2n2", "r1n0", "r1n1"):
+        filler = make_pod(f"fill-{name}", cpu="4")
+        others = [n for n in g.node_names() if n != name]
+        assert ledger.place(f"default/fill-{name}", [filler], others).status == "allocated"
+    gang = [make_pod(f"w{i}", cpu="1", group="g") for i in range(18)]
+    res = ledger.place("default/g", gang)
+    assert res.status == "allocated", res.message
+    assert {h.node[:2] for h in res.holdings.values()} == {"r0", "r1"}
+    # Its pods pack the nodes they use: the fewest nodes too (18 cpu on 5 nodes).
+    assert len({h.node for h in res.holdings.values()}) == 5
+
+
+def test_spanning_racks_stays_in_one_zone_when_that_takes_no_more_racks() -> None:
+    # z0: rackA and rackB with 8 cpu free each; z1: rackC with 12, rackD with 4. The two
+    # freest racks (C and A) would hold a 16-pod gang across zones; A and B, or C and D,
+    # hold it in two racks of one zone.
+    layout = {"rackA": ("z0", 2), "rackB": ("z0", 2), "rackC": ("z1", 1), "rackD": ("z1", 3)}
+    g = ClusterGraph(
+        EXAMPLES,
+        [node(f"{rack}n{i}", zone, rack) for rack, (zone, _) in layout.items() for i in range(4)],
+    )
+    ledger = Ledger(g)
+    for rack, (_, full) in layout.items():
+        for i in range(full):
+            name = f"{rack}n{i}"
+            others = [n for n in g.node_names() if n != name]
+            assert ledger.place(f"default/f-{name}", [make_pod(f"f-{name}", cpu="4")], others)
+    gang = [make_pod(f"w{i}", cpu="1", group="g") for i in range(16)]
+    res = ledger.place("default/g", gang)
+    assert res.status == "allocated", res.message
+    used = {h.node[:5] for h in res.holdings.values()}
+    assert used in ({"rackA", "rackB"}, {"rackC", "rackD"})
