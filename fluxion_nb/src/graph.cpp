@@ -795,8 +795,15 @@ std::vector<int> Graph::detach_subtree(int v) {
 void Graph::set_status(int v, Status s) {
     Vertex &x = vertices[static_cast<size_t>(v)];
     if (x.status == s) return;
-    if (x.type == types.node) nodes_up += (s == Status::Up) ? 1 : -1;
     x.status = s;
+    // As Fluxion marks a path: the vertex alone changes (matching does not descend
+    // below a vertex that is down), while every node under it counts as up or down.
+    std::vector<int> sub;
+    subtree(v, sub);
+    for (int u : sub) {
+        const Vertex &y = vertices[static_cast<size_t>(u)];
+        if (y.type == types.node) nodes_up += (s == Status::Up) ? y.size : -y.size;
+    }
 }
 
 }  // namespace fluxion

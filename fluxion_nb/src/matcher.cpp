@@ -430,10 +430,7 @@ int64_t Matcher::next_jobid() const {
 
 void Matcher::set_status(const std::string &path, bool up) {
     std::lock_guard<std::mutex> lk(mu_);
-    int v = vertex_at(path);
-    std::vector<int> sub;
-    g_->subtree(v, sub);
-    for (int x : sub) g_->set_status(x, up ? Status::Up : Status::Down);
+    g_->set_status(vertex_at(path), up ? Status::Up : Status::Down);
     trav_->invalidate_memos();
 }
 

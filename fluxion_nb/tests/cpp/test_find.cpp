@@ -141,3 +141,38 @@ TEST(Find, CancelCountsTheWalk) {
     EXPECT_EQ(counts.first, 6u);
     EXPECT_EQ(counts.second, 5u);
 }
+
+TEST(Status, MarkingAPathChangesThatVertexAloneAsFluxionDoes) {
+    Matcher m = make();
+    m.set_status("/cluster0/node0/socket0", false);
+    m.set_status("/cluster0/node0", false);
+    // Descendants keep their own status: a core under the down node still reads up.
+    EXPECT_FALSE(m.get_status("/cluster0/node0"));
+    EXPECT_TRUE(m.get_status("/cluster0/node0/socket0/core0"));
+    // Bringing the node back does not bring back the socket marked down on its own.
+    m.set_status("/cluster0/node0", true);
+    EXPECT_TRUE(m.get_status("/cluster0/node0"));
+    EXPECT_FALSE(m.get_status("/cluster0/node0/socket0"));
+    // Matching never descends below a down vertex: node0's cores are out of reach.
+    auto first = m.match(kNode, "allocate");
+    ASSERT_EQ(first.status, "allocated") << first.error;
+    EXPECT_NE(first.R.find("node1"), std::string::npos);
+    auto second = m.match(kNode, "allocate");
+    EXPECT_NE(second.status, "allocated");
+    m.set_status("/cluster0/node0/socket0", true);
+    auto third = m.match(kNode, "allocate");
+    ASSERT_EQ(third.status, "allocated") << third.error;
+    EXPECT_NE(third.R.find("node0"), std::string::npos);
+}
+
+TEST(Status, AClusterDownHidesEveryNodeAndUpIsIdempotent) {
+    Matcher m = make();
+    m.set_status("/cluster0", false);
+    m.set_status("/cluster0", false);  // no change the second time
+    EXPECT_TRUE(m.get_status("/cluster0/node1"));
+    EXPECT_NE(m.match(kNode, "allocate").status, "allocated");
+    m.set_status("/cluster0", true);
+    m.set_status("/cluster0", true);
+    auto res = m.match(kNode, "allocate");
+    EXPECT_EQ(res.status, "allocated") << res.error;
+}

@@ -62,3 +62,24 @@ def test_attach_errors(tmp_path: Path) -> None:
         "add_subgraph: ERROR: reader returned error: add_graph_metadata: failed to add root "
         "metadata for containment subsystem. Possible duplicate root.\n\n\n"
     )
+
+
+def test_set_status_changes_the_vertex_alone_as_resource_query_does(tmp_path: Path) -> None:
+    """A node marked down on its own stays down when the cluster above it comes back up;
+    the cluster going down leaves its descendants' own status as it was."""
+    out, err = _run(
+        tmp_path,
+        "set-status /cluster/worker0 down\n"
+        "set-status /cluster down\n"
+        "get-status /cluster\n"
+        "set-status /cluster up\n"
+        "get-status /cluster\n"
+        "get-status /cluster/worker0\n"
+        "set-status /cluster/worker0 up\n"
+        "set-status /cluster down\n"
+        "get-status /cluster/worker0\n",
+    )
+    assert err == ""
+    assert out == (
+        "/cluster is down\n/cluster is up\n/cluster/worker0 is down\n/cluster/worker0 is up\n"
+    )
