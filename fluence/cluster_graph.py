@@ -292,7 +292,8 @@ class ClusterGraph:
         root = self._b.vertex(CLUSTER, CLUSTER, CLUSTER, "")
         self._root = root
         self._levels: dict[str, dict[str, Any]] = {}
-        self._domain_cache: tuple[Any, dict[str, list[str]]] = (None, {})
+        self._domain_cache: dict[str, tuple[Any, dict[str, list[str]]]] = {}
+        """Per level: (the nodes' state it was built from, its domains)."""
         self._moves = getattr(self, "_moves", 0) + 1
         verts.append(root)
         virtual = self._virtual_names(self._config)
@@ -363,9 +364,10 @@ class ClusterGraph:
         Cached until a node is added, removed or moved.
         """
         with self.lock:
-            key = (id(self._nodes), len(self._nodes), self._moves, level)
-            if self._domain_cache[0] == key:
-                return self._domain_cache[1]
+            key = (id(self._nodes), len(self._nodes), self._moves)
+            cached = self._domain_cache.get(level)
+            if cached is not None and cached[0] == key:
+                return cached[1]
             found: dict[str, list[str]] = {}
             for name, nv in sorted(self._nodes.items()):
                 if nv.node is None or nv.deleted:
@@ -376,7 +378,7 @@ class ClusterGraph:
                     if typ == level:
                         found.setdefault("/".join(parts[: depth + 3]), []).append(name)
                         break
-            self._domain_cache = (key, found)
+            self._domain_cache[level] = (key, found)
             return found
 
     def capacity_of(self, nodes: Iterable[str]) -> dict[str, int]:

@@ -221,3 +221,12 @@ def test_spanning_racks_stays_in_one_zone_when_that_takes_no_more_racks() -> Non
     assert res.status == "allocated", res.message
     used = {h.node[:5] for h in res.holdings.values()}
     assert used in ({"rackA", "rackB"}, {"rackC", "rackD"})
+
+
+def test_each_levels_domains_are_kept_until_a_node_moves() -> None:
+    """Asking for racks and zones in turn (as every gang's placement does) reuses both."""
+    g = ClusterGraph(EXAMPLES, racks(4, 2))
+    rack, zone = g.domains("rack"), g.domains("zone")
+    assert g.domains("rack") is rack and g.domains("zone") is zone
+    g.upsert_node(node("extra", "z1", "rack9"))
+    assert "/cluster/z1/rack9" in g.domains("rack") and g.domains("zone") is not zone
