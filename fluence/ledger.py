@@ -721,16 +721,21 @@ class Ledger:
                 ),
             )
 
+            # Units of each group that may lose pods singly: its shared devices go only
+            # with its last one.
+            group_units: dict[str, set[str]] = {}
+            for h in self._holdings.values():
+                if h.singly:
+                    group_units.setdefault(h.group, set()).add(h.unit)
+
             def jobs_of(units: Iterable[str]) -> set[int]:
                 out: set[int] = set()
-                for u in units:
+                taken = set(units)
+                for u in taken:
                     for h in members[u]:
                         if h.jobid:
                             out.add(h.jobid)
-                        # A group's shared devices go only with its last member.
-                        if not h.singly or all(
-                            o.unit in units for o in self._holdings.values() if o.group == h.group
-                        ):
+                        if not h.singly or group_units[h.group] <= taken:
                             out.update(d.jobid for d in h.devices if d.jobid)
                 return out
 
