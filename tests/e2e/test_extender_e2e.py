@@ -217,7 +217,15 @@ class Suite:
             pod = self.get(p)
             conds = (pod.get("status") or {}).get("conditions") or []
             out.append(f"{p}: node={pod['spec'].get('nodeName')} conditions={conds}")
-        return " | ".join(out) + " | extender log: " + self.stack.extender.log_tail()[-1500:]
+        queue = [w for w in self.stack.extender.state()["queue"] if w["group"].startswith(self.ns)]
+        scheduler_log = self.stack.scheduler.process.log_tail(3000).splitlines()
+        mine = [line for line in scheduler_log if self.ns in line][-15:]
+        return (
+            " | ".join(out)
+            + f" | queue: {queue} | kube-scheduler: {mine}"
+            + " | extender log: "
+            + self.stack.extender.log_tail()[-1500:]
+        )
 
     def unschedulable_message(self, name: str) -> str:
         conds = (self.get(name).get("status") or {}).get("conditions") or []

@@ -47,7 +47,10 @@ def fluence_scheduler(
     try:
         extender.start()
         control_plane.start_kwok()
-        scheduler = control_plane.start_scheduler(scheduler_config(extender.url), name="fluence")
+        # --v=4: why each pod waits (gang quorum, extender verdicts) is in its log.
+        scheduler = control_plane.start_scheduler(
+            scheduler_config(extender.url), name="fluence", extra_args=["--v=4"]
+        )
         yield scheduler
     finally:
         if scheduler is not None:
