@@ -8,10 +8,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 #include "matcher.hpp"
-#include "policy.hpp"
-#include "yaml_subset.hpp"
+#include "policies/policy.hpp"
+#include "jobspec/yaml_subset.hpp"
 
 namespace nb = nanobind;
 using namespace fluxion;

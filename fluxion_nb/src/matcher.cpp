@@ -13,13 +13,13 @@
 #include <malloc.h>
 #endif
 
-#include "errors.hpp"
-#include "find.hpp"
-#include "jobspec.hpp"
-#include "json.hpp"
-#include "rv1exec.hpp"
-#include "subsystems.hpp"
-#include "writers.hpp"
+#include "util/errors.hpp"
+#include "traverser/find.hpp"
+#include "jobspec/jobspec.hpp"
+#include "util/json.hpp"
+#include "readers/rv1exec.hpp"
+#include "graph/subsystems.hpp"
+#include "writers/writers.hpp"
 
 namespace fluxion {
 

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "graph.hpp"
-#include "jobspec.hpp"
-#include "traverser.hpp"
-#include "writers.hpp"
+#include "graph/graph.hpp"
+#include "jobspec/jobspec.hpp"
+#include "traverser/traverser.hpp"
+#include "writers/writers.hpp"
 
 namespace fluxion {
 

@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 
 namespace fluxion::test_errors {
 

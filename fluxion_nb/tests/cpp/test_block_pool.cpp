@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "block_pool.hpp"
+#include "util/block_pool.hpp"
 
 using namespace fluxion;
 

@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 
-#include "errors.hpp"
-#include "json.hpp"
-#include "jobspec.hpp"
+#include "util/errors.hpp"
+#include "util/json.hpp"
+#include "jobspec/jobspec.hpp"
 #include "matcher.hpp"
-#include "planner.hpp"
+#include "planner/planner.hpp"
 #include "pool_graph.hpp"
 
 using namespace fluxion;

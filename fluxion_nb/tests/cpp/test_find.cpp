@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "errors.hpp"
-#include "find.hpp"
+#include "util/errors.hpp"
+#include "traverser/find.hpp"
 #include "matcher.hpp"
 
 using namespace fluxion;

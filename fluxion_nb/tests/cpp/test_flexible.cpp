@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "flexible.hpp"
-#include "graph.hpp"
+#include "util/errors.hpp"
+#include "traverser/flexible.hpp"
+#include "graph/graph.hpp"
 #include "matcher.hpp"
 #include "pool_graph.hpp"
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 #include "matcher.hpp"
 #include "pool_graph.hpp"
 

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "graph.hpp"
-#include "json.hpp"
-#include "lazy.hpp"
+#include "util/errors.hpp"
+#include "graph/graph.hpp"
+#include "util/json.hpp"
+#include "util/lazy.hpp"
 #include "matcher.hpp"
-#include "planner.hpp"
-#include "str_index.hpp"
+#include "planner/planner.hpp"
+#include "util/str_index.hpp"
 
 using namespace fluxion;
 

@@ -4,7 +4,7 @@
 // after a grow depend on it).
 #include <gtest/gtest.h>
 
-#include "planner.hpp"
+#include "planner/planner.hpp"
 
 using namespace fluxion;
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "planner.hpp"
+#include "planner/planner.hpp"
 
 using namespace fluxion;
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 #include "matcher.hpp"
-#include "rv1exec.hpp"
+#include "readers/rv1exec.hpp"
 
 using namespace fluxion;
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "graph.hpp"
-#include "jobspec.hpp"
-#include "json.hpp"
+#include "util/errors.hpp"
+#include "graph/graph.hpp"
+#include "jobspec/jobspec.hpp"
+#include "util/json.hpp"
 #include "input_error.hpp"
 #include "matcher.hpp"
 #include "pool_graph.hpp"

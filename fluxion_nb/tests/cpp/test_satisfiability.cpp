@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 #include "matcher.hpp"
 #include "pool_graph.hpp"
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "graph.hpp"
+#include "util/errors.hpp"
+#include "graph/graph.hpp"
 #include "matcher.hpp"
 
 using namespace fluxion;

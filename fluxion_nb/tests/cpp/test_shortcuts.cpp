@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 #include "matcher.hpp"
 
 using namespace fluxion;

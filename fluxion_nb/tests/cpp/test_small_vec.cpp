@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "small_vec.hpp"
+#include "util/small_vec.hpp"
 
 using namespace fluxion;
 

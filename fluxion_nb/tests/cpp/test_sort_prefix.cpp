@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "sort_prefix.hpp"
+#include "util/sort_prefix.hpp"
 
 using namespace fluxion;
 

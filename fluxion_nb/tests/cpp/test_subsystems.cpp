@@ -5,11 +5,11 @@
 #include <functional>
 #include <string>
 
-#include "errors.hpp"
-#include "graph.hpp"
+#include "util/errors.hpp"
+#include "graph/graph.hpp"
 #include "input_error.hpp"
 #include "matcher.hpp"
-#include "subsystems.hpp"
+#include "graph/subsystems.hpp"
 
 using namespace fluxion;
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "matcher.hpp"
-#include "policy.hpp"
+#include "policies/policy.hpp"
 
 using namespace fluxion;
 

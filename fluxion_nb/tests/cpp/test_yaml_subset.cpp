@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "json.hpp"
-#include "yaml_subset.hpp"
+#include "util/json.hpp"
+#include "jobspec/yaml_subset.hpp"
 
 using namespace fluxion;
 

@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 #include "matcher.hpp"
 
 #ifndef FLUXION_FUZZ_GRAPH

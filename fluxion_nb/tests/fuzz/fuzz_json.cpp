@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "fuzz_common.hpp"
-#include "json.hpp"
+#include "util/json.hpp"
 
 using namespace fluxion;
 

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "fuzz_common.hpp"
-#include "json.hpp"
-#include "yaml_subset.hpp"
+#include "util/json.hpp"
+#include "jobspec/yaml_subset.hpp"
 
 using namespace fluxion;
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "small_vec.hpp"
+#include "util/small_vec.hpp"
 
 namespace fluxion {
 

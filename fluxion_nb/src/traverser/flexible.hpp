@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "jobspec.hpp"
+#include "jobspec/jobspec.hpp"
 
 namespace fluxion {
 

@@ -1,8 +1,8 @@
-#include "rv1exec.hpp"
+#include "readers/rv1exec.hpp"
 
-#include "errors.hpp"
-#include "jobspec.hpp"
-#include "json.hpp"
+#include "util/errors.hpp"
+#include "jobspec/jobspec.hpp"
+#include "util/json.hpp"
 
 namespace fluxion {
 

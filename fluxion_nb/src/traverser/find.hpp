@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "graph.hpp"
-#include "traverser.hpp"
+#include "graph/graph.hpp"
+#include "traverser/traverser.hpp"
 
 namespace fluxion {
 

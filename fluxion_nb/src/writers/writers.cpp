@@ -1,14 +1,14 @@
-#include "writers.hpp"
+#include "writers/writers.hpp"
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <string_view>
 
-#include "errors.hpp"
-#include "jobspec.hpp"
-#include "json.hpp"
-#include "small_vec.hpp"
+#include "util/errors.hpp"
+#include "jobspec/jobspec.hpp"
+#include "util/json.hpp"
+#include "util/small_vec.hpp"
 
 namespace fluxion {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "small_vec.hpp"
+#include "util/small_vec.hpp"
 
 namespace fluxion {
 

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "block_pool.hpp"
+#include "util/block_pool.hpp"
 
 namespace fluxion {
 

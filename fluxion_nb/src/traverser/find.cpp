@@ -1,4 +1,4 @@
-#include "find.hpp"
+#include "traverser/find.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,8 +7,8 @@
 #include <exception>
 #include <map>
 
-#include "errors.hpp"
-#include "jobspec.hpp"
+#include "util/errors.hpp"
+#include "jobspec/jobspec.hpp"
 
 namespace fluxion {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "graph.hpp"
-#include "traverser.hpp"
+#include "graph/graph.hpp"
+#include "traverser/traverser.hpp"
 
 namespace fluxion {
 

@@ -11,7 +11,7 @@
 // would have run; operations that read vertices directly apply them all.
 // The graph state anyone can observe is therefore the same as if the
 // bookkeeping had been done at once.
-#include "traverser.hpp"
+#include "traverser/traverser.hpp"
 
 namespace fluxion {
 

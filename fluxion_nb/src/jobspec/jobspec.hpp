@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "json.hpp"
-#include "type_counts.hpp"
+#include "util/json.hpp"
+#include "util/type_counts.hpp"
 
 namespace fluxion {
 

@@ -19,7 +19,7 @@
 // candidate (first-match walks are short: recording would cost more than it
 // saves), and only on trees walked by the simple traverser with the
 // shortcuts on.
-#include "traverser.hpp"
+#include "traverser/traverser.hpp"
 
 namespace fluxion {
 

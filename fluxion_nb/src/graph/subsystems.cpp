@@ -1,10 +1,10 @@
-#include "subsystems.hpp"
+#include "graph/subsystems.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <map>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 
 namespace fluxion {
 

@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "flat_map.hpp"
-#include "lazy.hpp"
-#include "planner.hpp"
-#include "str_index.hpp"
-#include "string_pool.hpp"
+#include "util/flat_map.hpp"
+#include "util/lazy.hpp"
+#include "planner/planner.hpp"
+#include "util/str_index.hpp"
+#include "util/string_pool.hpp"
 
 namespace fluxion {
 
@@ -178,6 +178,7 @@ class Graph {
     bool has_shared_children() const { return shared_children_; }
 
    private:
+    friend class JgfReader;  // readers/jgf.hpp builds and indexes vertices
     GraphOptions opts_;
     bool shared_children_ = false;
     struct KeyOf {
@@ -189,11 +190,9 @@ class Graph {
     // Paths in subsystems other than containment (views into other_paths).
     std::unordered_map<std::string_view, int> other_path_index_;
     std::set<std::string> rooted_;  // subsystems that have a root
-    std::vector<int> read_jgf(std::string_view text, bool attach);
     void index_vertex(int v);
     void unindex_vertex(int v);
     void add_edge(int src, int tgt);
-    void reject_shared_cycles(const std::vector<std::pair<int, int>> &links, int first_new) const;
 };
 
 }  // namespace fluxion

@@ -1,11 +1,11 @@
-#include "planner.hpp"
+#include "planner/planner.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
 
-#include "block_pool.hpp"
+#include "util/block_pool.hpp"
 
 namespace fluxion {
 

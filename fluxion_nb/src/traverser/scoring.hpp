@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "small_vec.hpp"
-#include "sort_prefix.hpp"
+#include "util/small_vec.hpp"
+#include "util/sort_prefix.hpp"
 
 namespace fluxion {
 

@@ -4,7 +4,7 @@
 // PyYAML (pure or libyaml based) reads from it; where the two parsers or the
 // YAML 1.1 resolvers leave any doubt the reader declines, since declining
 // only costs the slow path while a wrong reading would change a jobspec.
-#include "yaml_subset.hpp"
+#include "jobspec/yaml_subset.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "json.hpp"
+#include "util/json.hpp"
 
 namespace fluxion {
 namespace {

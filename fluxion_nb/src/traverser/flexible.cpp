@@ -1,11 +1,11 @@
-#include "flexible.hpp"
+#include "traverser/flexible.hpp"
 
 #include <algorithm>
 #include <climits>
 
-#include "errors.hpp"
-#include "graph.hpp"
-#include "traverser.hpp"
+#include "util/errors.hpp"
+#include "graph/graph.hpp"
+#include "traverser/traverser.hpp"
 
 namespace fluxion {
 

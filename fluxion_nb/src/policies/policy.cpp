@@ -1,9 +1,9 @@
-#include "policy.hpp"
+#include "policies/policy.hpp"
 
 #include <map>
 #include <sstream>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 
 namespace fluxion {
 

@@ -12,10 +12,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph.hpp"
-#include "jobspec.hpp"
-#include "policy.hpp"
-#include "scoring.hpp"
+#include "graph/graph.hpp"
+#include "jobspec/jobspec.hpp"
+#include "policies/policy.hpp"
+#include "traverser/scoring.hpp"
 
 namespace fluxion {
 
@@ -110,10 +110,10 @@ class Traverser {
     // every child of every tagged vertex; it releases the same vertices in the
     // same order and counts the same visits.
     bool cancel(int64_t jobid, const std::vector<int> *listed = nullptr);
-    // Release the part of `jobid` held by vertices in `release` (their whole
+    // Release the part of `jobid` held by the vertices `listed` (their whole
     // amounts), fixing aggregates on ancestors. Returns true when nothing of
     // the job is left.
-    bool partial_cancel(int64_t jobid, const std::vector<int> &release, bool &full);
+    bool partial_cancel(int64_t jobid, const std::vector<int> &listed, bool &full);
     // Replay an allocation: vertex -> (amount, exclusive) for the given job.
     bool replay(int64_t jobid, int64_t at, int64_t duration, bool reserve,
                 const std::map<int, std::pair<int64_t, bool>> &amounts, Emission &out,
@@ -250,6 +250,7 @@ class Traverser {
                                       unsigned &nslots, MatchKind &kind);
     int dom_dfv(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine, bool *excl,
                 Scoring &to_parent);
+    void add_candidate(int e, bool exclusive, Scoring &dfu);
     int explore(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine, bool *excl,
                 Scoring &dfu, unsigned multiplier = 1);
     int dom_slot(const JobMeta &m, int u, const std::vector<Resource> &shape, unsigned nslots,
@@ -386,7 +387,7 @@ class Traverser {
     // cancel
     void mod_dfv(int u, int64_t jobid);
     void mod_listed(int64_t jobid, const std::vector<int> &listed);
-    void release_tagged(int u, int64_t jobid);
+    int64_t release(int u, int64_t jobid);
     void mod_exv(int64_t jobid);
 };
 

@@ -1,10 +1,12 @@
-#include "traverser.hpp"
+// The match walk: test and prune each vertex, gather candidates bottom-up,
+// let the policy choose (update.cpp then records the choice).
+#include "traverser/traverser.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 
 namespace fluxion {
 
@@ -500,6 +502,18 @@ bool Traverser::finish_graph(const std::vector<Resource> &rs, Scoring &dfu) {
     return score == kMatchMet;
 }
 
+// The child at the end of `e` just explored, as one candidate of its type:
+// what its walk left in `dfu` (free units, score) and its exclusivity.
+void Traverser::add_candidate(int e, bool exclusive, Scoring &dfu) {
+    unsigned count = dfu.avail;
+    EdgeGroup g;
+    g.score = dfu.overall_score;
+    g.count = count;
+    g.exclusive = exclusive;
+    g.edges.push_back(EvalEdge{count, count, static_cast<unsigned>(exclusive), e});
+    dfu.add(type_of(E(e).target), std::move(g));
+}
+
 int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine,
                        bool *excl, Scoring &dfu, unsigned multiplier) {
     if (V(u).deferred) materialize(u);
@@ -510,13 +524,7 @@ int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs,
             if (visited(tgt)) continue;
             bool x_inout = *excl;
             if (dom_dfv(m, tgt, rs, pristine, &x_inout, dfu) == 0) {
-                unsigned count = dfu.avail;
-                EdgeGroup g;
-                g.score = dfu.overall_score;
-                g.count = count;
-                g.exclusive = x_inout;
-                g.edges.push_back(EvalEdge{count, count, static_cast<unsigned>(x_inout), e});
-                dfu.add(type_of(tgt), std::move(g));
+                add_candidate(e, x_inout, dfu);
                 rc2 = 0;
             }
         }
@@ -560,13 +568,7 @@ int Traverser::explore(const JobMeta &m, int u, const std::vector<Resource> &rs,
         }
         bool x_inout = *excl;
         if (dom_dfv(m, tgt, rs, pristine, &x_inout, dfu) == 0) {
-            unsigned count = dfu.avail;
-            EdgeGroup g;
-            g.score = dfu.overall_score;
-            g.count = count;
-            g.exclusive = x_inout;
-            g.edges.push_back(EvalEdge{count, count, static_cast<unsigned>(x_inout), e});
-            dfu.add(type_of(tgt), std::move(g));
+            add_candidate(e, x_inout, dfu);
             for (TypeTally &tt : tallies) {
                 ShareTally &t = tt.tally;
                 unsigned total = dfu.total_count(tt.type);
@@ -990,328 +992,6 @@ bool Traverser::run(Jobspec &js, MatchOp op, int64_t jobid, int64_t &at, Emissio
     err = ok ? MatchErr::None : errno_;
     if (!ok && err == MatchErr::None) err = MatchErr::Busy;
     return ok;
-}
-
-// ---------------------------------------------------------------- update
-
-void Traverser::upd_by_outedges(const JobMeta &m, int u, int e) {
-    Vertex &t = V(E(e).target);
-    if (!t.subplan || t.subplan->size() == 0) return;
-    int64_t avail = t.subplan->at(t.subplan->size() - 1).avail_at(m.now);
-    if (avail == 0 && t.subplan->span_count() == 0) return;
-    E(e).weight = avail == -1 ? 0 : static_cast<uint64_t>(avail);
-    g_.resort_outedge(u, e);
-}
-
-int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const JobMeta &m, bool full,
-                       TypeCounts &to_parent, bool emit_shadow) {
-    int n = 0;
-    TypeCounts dfu;
-    bool mod = emit_shadow || x_types_.count(type_of(u)) > 0;
-    excl = excl || mod;
-    level_++;
-    mark(u);
-    if (V(u).deferred) materialize(u);
-    if (defers_below(u, mod, m, full)) {
-        n = defer_below(u, out, m, dfu);
-    } else {
-        auto child = [&](int e) {
-            int tgt = E(e).target;
-            if (visited(tgt)) return;
-            bool x = E(e).exclusive != 0 || mod;
-            uint64_t nd = mod ? static_cast<uint64_t>(V(tgt).size) : E(e).needs;
-            int sub = upd_dfv(tgt, out, nd, x, m, full, dfu, mod);
-            if (sub > 0) {
-                if (policy_.stop_on_1) upd_by_outedges(m, u, e);
-                out.edges.push_back(e);
-                n += sub;
-            }
-        };
-        if (!mod && wide_listed_ && V(u).out_edges.size() >= kWideFanout) {
-            // Out-edges are kept in id order, so the stamped ones sorted by id
-            // come in the order the full loop below would meet them.
-            auto lo = std::lower_bound(wide_stamps_.begin(), wide_stamps_.end(), std::make_pair(u, -1));
-            for (auto it = lo; it != wide_stamps_.end() && it->first == u; ++it) child(it->second);
-        } else {
-            for (int e : V(u).out_edges) {
-                // The edge's own stamp first: most out-edges of a big vertex were not
-                // chosen, and reading it spares a cache miss on every unchosen target.
-                if (E(e).seq != seq_ && !mod) continue;
-                child(e);
-            }
-        }
-    }
-    Vertex &x = V(u);
-    if (m.alloc_type == AllocType::NoAlloc) {
-        if (excl) n++;
-    } else {
-        if (excl) {
-            n++;
-            if (full && m.alloc_type != AllocType::Satisfiability) {
-                int64_t span = x.plans.add_span(m.at, m.duration, static_cast<int64_t>(needs));
-                if (span < 0) {
-                    err_msg_ += "upd_plan: planner_add_span failed on " + std::string(x.name) + ".\n";
-                } else if (m.alloc_type == AllocType::Alloc) {
-                    x.allocations[m.jobid] = span;
-                } else {
-                    x.reservations[m.jobid] = span;
-                }
-            }
-        }
-        if (n > 0) {
-            x.tags.insert(m.jobid);
-            int64_t xs = x.x_checker.add_span(m.at, m.duration, 1);
-            if (xs >= 0) x.x_spans[m.jobid] = xs;
-            if (x.subplan && !dfu.empty()) {
-                int64_t sp = x.subplan->add_span(m.at, m.duration, relevant_counts(*x.subplan, dfu),
-                                                 hidden_counts(*x.subplan, dfu));
-                if (sp >= 0) x.job2span[m.jobid] = sp;
-            }
-            // A partial pool only gives up what it lent; Fluxion's whole-vertex
-            // rule gives up the entire vertex when allocated exclusively.
-            int64_t used = excl ? (x.partial_pool ? static_cast<int64_t>(needs) : x.size)
-                                : x.size - static_cast<int64_t>(needs);
-            accum_if(x.type, used, to_parent);
-            for (auto &kv : dfu) accum_if(kv.first, kv.second, to_parent);
-        }
-    }
-    if (n > 0) out.vertices.push_back(EmittedVertex{u, static_cast<int64_t>(needs), excl, level_});
-    touch(u);
-    level_--;
-    return n;
-}
-
-bool Traverser::update(int root, Emission &out, JobMeta &m) {
-    if (root_seq_ != seq_) {
-        err_msg_ += "update: resource state wasn't properly set up for update.\n";
-        return false;
-    }
-    ++epoch_;
-    TypeCounts dfu;
-    bool emit_shadow = x_types_.count(type_of(root)) > 0;
-    level_ = 0;
-    runs_.clear();
-    // Jobs tend to repeat their shape: size the emission like the last one.
-    out.vertices.reserve(last_emitted_);
-    out.edges.reserve(last_emitted_);
-    std::sort(wide_stamps_.begin(), wide_stamps_.end());
-    wide_stamps_.erase(std::unique(wide_stamps_.begin(), wide_stamps_.end()), wide_stamps_.end());
-    int n = upd_dfv(root, out, root_needs_, root_excl_ != 0, m, true, dfu, emit_shadow);
-    expand_runs(out);
-    last_emitted_ = out.vertices.size();
-    if (n > 0) {
-        out.starttime = m.at;
-        out.expiration = m.at + m.duration;
-        out.queue = m.queue;
-    }
-    return n > 0;
-}
-
-// ---------------------------------------------------------------- cancel
-
-void Traverser::mod_dfv(int u, int64_t jobid) {
-    Vertex &x = V(u);
-    mark(u);
-    ++preorder_;
-    if (!x.tags.count(jobid)) return;
-    release_tagged(u, jobid);
-    for (int e : V(u).out_edges) {
-        int t = E(e).target;
-        if (!visited(t)) mod_dfv(t, jobid);
-    }
-    ++postorder_;
-}
-
-// One vertex's share of a cancel: its tag, spans and exclusivity mark; a
-// deferred vertex first gets the bookkeeping it was spared.
-void Traverser::release_tagged(int u, int64_t jobid) {
-    Vertex &x = V(u);
-    x.tags.erase(jobid);
-    touch(u);
-    if (auto it = x.x_spans.find(jobid); it != x.x_spans.end()) {
-        x.x_checker.rem_span(it->second);
-        x.x_spans.erase(it);
-    }
-    if (x.subplan) {
-        if (auto it = x.job2span.find(jobid); it != x.job2span.end()) {
-            x.subplan->rem_span(it->second);
-            x.job2span.erase(it);
-        }
-    }
-    if (auto it = x.allocations.find(jobid); it != x.allocations.end()) {
-        x.plans.rem_span(it->second);
-        x.allocations.erase(it);
-    } else if (auto r = x.reservations.find(jobid); r != x.reservations.end()) {
-        x.plans.rem_span(r->second);
-        x.reservations.erase(r);
-    }
-    if (x.deferred) materialize(u);
-}
-
-// The walk from the root reaches a vertex when its parent was released (a
-// tree: one parent), releases it when it holds the job's tag, and counts a
-// visit for the root and for every child of a released vertex. Backwards, the
-// emission lists parents first, so a parent is settled before its children.
-void Traverser::mod_listed(int64_t jobid, const std::vector<int> &listed) {
-    preorder_ = 1;
-    for (auto it = listed.rbegin(); it != listed.rend(); ++it) {
-        int u = *it;
-        // A removed subtree hangs under no out-edge any more: the walk never reaches it.
-        if (u < 0 || static_cast<size_t>(u) >= g_.vertices.size() || visited(u) || V(u).removed) continue;
-        if (u != g_.root) {
-            int p = g_.parent(u);
-            if (p < 0 || !visited(p)) continue;
-        }
-        if (!V(u).tags.count(jobid)) continue;
-        mark(u);
-        release_tagged(u, jobid);
-        preorder_ += static_cast<unsigned>(V(u).out_edges.size());
-        ++postorder_;
-    }
-}
-
-void Traverser::mod_exv(int64_t jobid) {
-    settle();
-    invalidate_memos();
-    for (auto &x : g_.vertices) {
-        if (x.removed) continue;
-        if (auto it = x.allocations.find(jobid); it != x.allocations.end()) {
-            x.plans.rem_span(it->second);
-            x.allocations.erase(it);
-        } else if (auto r = x.reservations.find(jobid); r != x.reservations.end()) {
-            x.plans.rem_span(r->second);
-            x.reservations.erase(r);
-        }
-        x.tags.erase(jobid);
-        if (auto it = x.x_spans.find(jobid); it != x.x_spans.end()) {
-            x.x_checker.rem_span(it->second);
-            x.x_spans.erase(it);
-        }
-        if (x.subplan)
-            if (auto it = x.job2span.find(jobid); it != x.job2span.end()) {
-                x.subplan->rem_span(it->second);
-                x.job2span.erase(it);
-            }
-    }
-}
-
-bool Traverser::cancel(int64_t jobid, const std::vector<int> *listed) {
-    ++epoch_;
-    // Counts of this walk, reported by resource-query's `cancel ... stats`.
-    preorder_ = postorder_ = 0;
-    if (g_.root >= 0 && V(g_.root).tags.count(jobid)) {
-        if (listed && !listed->empty() && defer_ && !shared_)
-            mod_listed(jobid, *listed);
-        else
-            mod_dfv(g_.root, jobid);
-    } else
-        mod_exv(jobid);
-    return true;
-}
-
-bool Traverser::partial_cancel(int64_t jobid, const std::vector<int> &release, bool &full) {
-    settle();
-    // Release the listed vertices' own holdings, then subtract what they
-    // held from the aggregates of every ancestor.
-    std::map<int, TypeCounts> minus;  // ancestor -> type -> amount
-    for (int v : release) {
-        Vertex &x = V(v);
-        if (!x.tags.count(jobid)) continue;
-        int64_t amount = 0;
-        if (auto it = x.allocations.find(jobid); it != x.allocations.end()) {
-            amount = x.plans.span_planned(it->second);
-            x.plans.rem_span(it->second);
-            x.allocations.erase(it);
-        }
-        x.tags.erase(jobid);
-        if (auto it = x.x_spans.find(jobid); it != x.x_spans.end()) {
-            x.x_checker.rem_span(it->second);
-            x.x_spans.erase(it);
-        }
-        if (x.subplan)
-            if (auto it = x.job2span.find(jobid); it != x.job2span.end()) {
-                x.subplan->rem_span(it->second);
-                x.job2span.erase(it);
-            }
-        for (int p = g_.parent(v); p >= 0; p = g_.parent(p)) minus[p][x.type] += amount;
-        touch_up(v);
-    }
-    // As flux-sched: an ancestor keeps the job's tag until its aggregate
-    // span of the job is reduced to nothing. One that tracks no aggregate,
-    // or holds no span of the job, keeps the tag (and the job stays).
-    for (auto &kv : minus) {
-        Vertex &a = V(kv.first);
-        if (!a.tags.count(jobid) || !a.subplan) continue;
-        auto it = a.job2span.find(jobid);
-        if (it == a.job2span.end()) continue;
-        bool removed = false;
-        a.subplan->reduce_span(it->second, relevant_counts(*a.subplan, kv.second), removed,
-                               hidden_counts(*a.subplan, kv.second));
-        if (!removed) continue;
-        a.job2span.erase(it);
-        a.tags.erase(jobid);
-        if (auto s = a.x_spans.find(jobid); s != a.x_spans.end()) {
-            a.x_checker.rem_span(s->second);
-            a.x_spans.erase(s);
-        }
-    }
-    full = g_.root < 0 || !V(g_.root).tags.count(jobid);
-    return true;
-}
-
-bool Traverser::replay(int64_t jobid, int64_t at, int64_t duration, bool reserve,
-                       const std::map<int, std::pair<int64_t, bool>> &amounts, Emission &out,
-                       std::string &why) {
-    // Mark the edges leading to every replayed vertex, then run the normal
-    // update walk so aggregates, tags and order are maintained the same way.
-    for (const auto &kv : amounts) settle_above(kv.first);
-    tick();
-    for (const auto &kv : amounts) {
-        int v = kv.first;
-        const Vertex &x = V(v);
-        if (x.removed) {
-            why = "vertex " + std::string(x.path) + " is not in the graph";
-            return false;
-        }
-        if (kv.second.second) {
-            if (!x.plans.fits_during(at, duration, kv.second.first)) {
-                why = "vertex " + std::string(x.path) + " does not have " + std::to_string(kv.second.first) +
-                      " free units for the replayed allocation";
-                return false;
-            }
-        }
-        int pe = x.parent_edge;
-        if (pe >= 0) {
-            E(pe).needs = static_cast<uint64_t>(kv.second.first);
-            E(pe).exclusive = kv.second.second ? 1 : 0;
-            stamp(pe);
-        }
-        for (int p = g_.parent(v); p >= 0; p = g_.parent(p)) {
-            int ppe = V(p).parent_edge;
-            if (ppe < 0 || E(ppe).seq == seq_) break;
-            E(ppe).needs = static_cast<uint64_t>(V(p).size);
-            E(ppe).exclusive = 0;
-            stamp(ppe);
-        }
-    }
-    root_needs_ = 1;
-    root_excl_ = 0;
-    if (auto it = amounts.find(g_.root); it != amounts.end()) {
-        root_needs_ = static_cast<uint64_t>(it->second.first);
-        root_excl_ = it->second.second;
-    }
-    root_seq_ = seq_;
-    JobMeta m;
-    m.jobid = jobid;
-    m.at = at;
-    m.now = 0;
-    m.duration = duration;
-    m.alloc_type = reserve ? AllocType::AllocOrReserve : AllocType::Alloc;
-    if (!update(g_.root, out, m)) {
-        why = "nothing of the replayed allocation is in this graph";
-        return false;
-    }
-    return true;
 }
 
 }  // namespace fluxion

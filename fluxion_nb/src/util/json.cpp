@@ -1,4 +1,4 @@
-#include "json.hpp"
+#include "util/json.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "errors.hpp"
+#include "util/errors.hpp"
 
 namespace fluxion::json {
 

@@ -1,4 +1,4 @@
-#include "jobspec.hpp"
+#include "jobspec/jobspec.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -6,9 +6,9 @@
 #include <charconv>
 #include <cmath>
 
-#include "errors.hpp"
-#include "flexible.hpp"
-#include "graph.hpp"
+#include "util/errors.hpp"
+#include "traverser/flexible.hpp"
+#include "graph/graph.hpp"
 
 namespace fluxion {
 
