@@ -116,12 +116,18 @@ void append_jgf(std::string &out, const Graph &g, const Emission &em) {
     out += "]}}";
 }
 
+// What rv1 writes beside R_lite: the nodes (rank, name) in emission order,
+// and for each property of theirs ("key" or "key=value") the ranks carrying it.
+struct NodeList {
+    std::vector<std::pair<int64_t, std::string_view>> nodes;
+    std::map<std::string, std::vector<int64_t>> properties;
+};
+
 // R_lite: core and gpu ids gathered per node (and storage node), nodes with
-// the same children merged into one rank set.
-// `nodes`, when given, gets every node (and storage node) as (rank, name) in
-// emission order, for rv1's node list.
-void append_rlite(std::string &out, const Graph &g, const Emission &em,
-                  std::vector<std::pair<int64_t, std::string_view>> *nodes = nullptr) {
+// the same children merged into one rank set. As flux-sched's writer: a node
+// with neither is left out, and the entries come in the order of their
+// children's text.
+void append_rlite(std::string &out, const Graph &g, const Emission &em, NodeList *nodes = nullptr) {
     // Reducer types in type order, each with its ids since the last node
     // (sorted and deduplicated there).
     struct Pending {
@@ -146,7 +152,14 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em,
             if (!p.ids.empty() && v.id < p.ids.back()) p.sorted = false;
             p.ids.push_back(v.id);
         } else if (v.type == g.types.node || v.type == g.types.storage_node) {
-            if (nodes) nodes->emplace_back(v.rank, v.name);
+            if (pending[0].ids.empty() && pending[1].ids.empty()) continue;
+            if (nodes) {
+                nodes->nodes.emplace_back(v.rank, v.name);
+                if (!v.properties.empty())
+                    for (const auto &kv : v.properties.get())
+                        nodes->properties[kv.second.empty() ? kv.first : kv.first + "=" + kv.second].push_back(
+                            v.rank);
+            }
             size_t at = sigs.size();
             sigs += '{';
             for (auto &p : pending) {
@@ -174,6 +187,9 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em,
             }
         }
     }
+    std::sort(groups.begin(), groups.end(), [&sigs](const Group &a, const Group &b) {
+        return std::string_view(sigs.data() + a.at, a.len) < std::string_view(sigs.data() + b.at, b.len);
+    });
     out += '[';
     for (size_t k = 0; k < groups.size(); ++k) {
         if (k) out += ", ";
@@ -190,9 +206,10 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em,
 
 void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched) {
     out += "{\"version\": 1, \"execution\": {\"R_lite\": ";
-    std::vector<std::pair<int64_t, std::string_view>> ranked;
-    append_rlite(out, g, em, &ranked);
+    NodeList listed;
+    append_rlite(out, g, em, &listed);
     // Node names in rank order, compressed as a host list.
+    auto &ranked = listed.nodes;
     std::stable_sort(ranked.begin(), ranked.end());
     out += ", \"nodelist\": [";
     if (!ranked.empty()) {
@@ -203,7 +220,21 @@ void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched
         append_hostlist(list, names);
         json::dump_string(out, list);
     }
-    out += "], \"starttime\": ";
+    out += ']';
+    if (!listed.properties.empty()) {
+        out += ", \"properties\": {";
+        bool first = true;
+        for (auto &kv : listed.properties) {
+            append_key(out, kv.first, first);
+            first = false;
+            std::sort(kv.second.begin(), kv.second.end());
+            out += '"';
+            append_sorted_idset(out, kv.second.data(), kv.second.data() + kv.second.size());
+            out += '"';
+        }
+        out += '}';
+    }
+    out += ", \"starttime\": ";
     json::append_int(out, em.starttime);
     out += ", \"expiration\": ";
     json::append_int(out, em.expiration);
