@@ -63,15 +63,14 @@ Count read_count(const json::Value &v, const std::string &where) {
         c.operand = 1;
         return c;
     }
-    if (mx) c.max = read_unsigned(*mx, where + ".max");
-    else c.max = UINT_MAX;
-    if (op) {
-        if (!op->is_string() || op->as_string().size() != 1 ||
-            std::string("+*^").find(op->as_string()[0]) == std::string::npos)
-            bad(where, "count.operator must be one of '+', '*', '^'");
-        c.oper = op->as_string()[0];
-    }
-    if (od) c.operand = read_unsigned(*od, where + ".operand");
+    // As Fluxion's jobspec reader: a range is min, max, operator and operand together.
+    if (!mx || !op || !od) bad(where, "count needs all or none of 'max', 'operator' and 'operand'");
+    c.max = read_unsigned(*mx, where + ".max");
+    if (!op->is_string() || op->as_string().size() != 1 ||
+        std::string("+*^").find(op->as_string()[0]) == std::string::npos)
+        bad(where, "count.operator must be one of '+', '*', '^'");
+    c.oper = op->as_string()[0];
+    c.operand = read_unsigned(*od, where + ".operand");
     if (c.max < c.min) bad(where, "count.max is smaller than count.min");
     if (c.oper == '+' && c.operand < 1) bad(where, "count.operand must be >= 1 for '+'");
     if (c.oper == '*' && c.operand < 2) bad(where, "count.operand must be >= 2 for '*'");
@@ -117,7 +116,7 @@ Resource read_resource(const json::Value &v, const TypeTable &types, const std::
     for (const auto &kv : v.members()) {
         const std::string &k = kv.first;
         if (k != "type" && k != "count" && k != "unit" && k != "exclusive" && k != "with" &&
-            k != "label" && k != "id" && k != "requires" && k != "attributes")
+            k != "label" && k != "id")
             bad(w, "unknown resource key '" + k + "'");
     }
     r.type = types.find(type->as_string());
@@ -301,14 +300,22 @@ Jobspec parse_jobspec(const json::Value &doc, const TypeTable &types, TraverserK
         std::string w = "tasks[" + std::to_string(i) + "]";
         if (!t.is_object()) bad(w, "must be a mapping");
         const json::Value *cmd = t.find("command");
-        if (!cmd || !(cmd->is_array() || cmd->is_string())) bad(w, "needs a 'command' sequence");
+        if (!cmd || !cmd->is_array()) bad(w, "needs a 'command' sequence");
         const json::Value *slot = t.find("slot");
         if (!slot || !(slot->is_string() || slot->is_int())) bad(w, "needs a 'slot' name");
         const json::Value *cnt = t.find("count");
-        if (!cnt || !cnt->is_object()) bad(w, "needs a 'count' mapping (per_slot or total)");
+        if (!cnt || !cnt->is_object() || cnt->members().size() != 1)
+            bad(w, "needs a 'count' mapping with one entry (per_slot or total)");
+        if (const json::Value *d = t.find("distribution"); d && (d->is_array() || d->is_object()))
+            bad(w, "'distribution' must be a scalar");
+        if (const json::Value *a = t.find("attributes"); a && !a->is_object())
+            bad(w, "'attributes' must be a mapping");
+        // Fluxion's reader counts a task's entries rather than naming them.
+        if (t.members().size() > 5) bad(w, "has more entries than command, slot, count, distribution, attributes");
     }
     const json::Value *attrs = doc.find("attributes");
-    if (attrs && !attrs->is_null()) {
+    if (!attrs) bad("document", "missing 'attributes'");
+    if (!attrs->is_null()) {
         if (!attrs->is_object()) bad("attributes", "must be a mapping");
         for (const auto &kv : attrs->members()) {
             if (kv.first == "user") continue;
