@@ -413,15 +413,9 @@ class Ledger:
         # What a match now must leave free of reservations: the runtime when the kubelet
         # enforces it, else everything from now on (a tenant's estimate plans, never backfills).
         window = runtime if group_enforced(pods) else 0
-        planned = group_jobspecs(
-            group, pods, self.graph.known_types(), exclude, split=split, duration=runtime
-        )
+        planned = self._jobspecs(group, pods, exclude, split, runtime)
         specs = (
-            planned
-            if window == runtime
-            else group_jobspecs(
-                group, pods, self.graph.known_types(), exclude, split=split, duration=window
-            )
+            planned if window == runtime else self._jobspecs(group, pods, exclude, split, window)
         )
         with _tracer.start_as_current_span("match") as span:
             span.set_attribute("group", group)
@@ -552,16 +546,27 @@ class Ledger:
             capacity = self.graph.capacity_of(members)
             if any(capacity.get(t, 0) < n for t, n in need.items()):
                 continue  # this domain can never hold the group
-            specs = group_jobspecs(
-                group,
-                pods,
-                self.graph.known_types(),
-                exclude,
-                split=split,
-                within=members,
-                duration=duration,
-            )
-            yield path, specs
+            yield path, self._jobspecs(group, pods, exclude, split, duration, members)
+
+    def _jobspecs(
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: Sequence[str],
+        split: Mapping[str, Split],
+        duration: int,
+        within: Sequence[str] = (),
+    ) -> GroupSpecs:
+        """The group's jobspecs over this graph's types, ``within`` some nodes when given."""
+        return group_jobspecs(
+            group,
+            pods,
+            self.graph.known_types(),
+            exclude,
+            split=split,
+            within=within,
+            duration=duration,
+        )
 
     def _reserve(self, w: Waiting) -> None:
         """Reserve ``w``'s capacity at the earliest time it frees (now, when it fits now).
@@ -926,15 +931,7 @@ class Ledger:
             if extra and len(chosen) == len(best):
                 break
             within = [n for path in chosen for n in members[path]]
-            specs = group_jobspecs(
-                group,
-                pods,
-                self.graph.known_types(),
-                exclude,
-                split=split,
-                within=within,
-                duration=window,
-            )
+            specs = self._jobspecs(group, pods, exclude, split, window, within)
             result = self._place_locked(group, pods, specs, split, runtime, window)
             if result.status == "allocated":
                 return result
