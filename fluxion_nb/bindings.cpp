@@ -138,6 +138,7 @@ NB_MODULE(_core, m) {
                  return std::map<std::string, int64_t>{{"vertices", s.vertices}, {"edges", s.edges}, {"jobs", s.jobs}};
              })
         .def("next_jobid", &Matcher::next_jobid)
+        .def("set_next_jobid", &Matcher::set_next_jobid, nb::arg("id"))
         .def("set_status", &Matcher::set_status, nb::arg("path"), nb::arg("up"))
         .def("get_status", &Matcher::get_status, nb::arg("path"))
         .def("set_property", &Matcher::set_property, nb::arg("path"), nb::arg("key"), nb::arg("value"))

@@ -301,25 +301,55 @@ class Session:
         return f"INFO: {j.jobid}, {j.state}, {j.at}, {spec}, {j.overhead:g}"
 
     def _update(self, args: list[str]) -> None:
-        if len(args) != 7 or args[1] not in ("allocate", "reserve"):
+        """resource-query's ``update allocate|reserve READER R JOBID AT DURATION``.
+
+        As it does: the mode printed follows the start (now: ALLOCATED, later: RESERVED),
+        a failed replay prints the no-match block, and either way the next match takes
+        the updated id plus one.
+        """
+        if len(args) != 7:
             print("ERROR: malformed command", file=sys.stderr)
+            return
+        if args[1] not in ("allocate", "reserve"):
+            print(f"ERROR: unknown subcmd {args[1]}", file=sys.stderr)
+            return
+        if args[2] not in ("jgf", "rv1exec", "jgf_shorthand"):
+            print(f"ERROR: unsupported reader {args[2]}", file=sys.stderr)
+            return
+        try:
+            text = Path(args[3]).read_text()
+        except OSError:
+            print(f"ERROR: can't open {args[3]}", file=sys.stderr)
             return
         try:
             jobid, at, duration = int(args[4]), int(args[5]), int(args[6])
-            r = self.m.update_allocate(
-                jobid, Path(args[3]).read_text(), at, duration, args[1] == "reserve", ""
-            )
-        except (InputError, NotFoundError, StateError, OSError, ValueError) as exc:
-            print(f"ERROR: {exc}", file=sys.stderr)
+        except ValueError:
+            print("ERROR: malformed command", file=sys.stderr)
+            return
+        held = self.m.info(jobid)
+        if held is not None and held.state != "CANCELED":
+            print("ERROR: existing Jobid ", file=sys.stderr)
+            return
+        if at < 0 or duration <= 0:
+            print(f"ERROR: invalid time ({at}, {duration})", file=sys.stderr)
+            return
+        try:
+            r = self.m.update_allocate(jobid, text, at, duration, args[1] == "reserve", "")
+        except (InputError, NotFoundError, StateError) as exc:
+            r = None
+            print(f"ERROR: traverser run () returned error \nERROR: {exc}", file=sys.stderr)
+        self.m.set_next_jobid(jobid + 1)
+        if r is None:
+            self._failed(jobid, sat=True)
             return
         self.out.write(r.R)
-        mode = "ALLOCATED" if r.status == "allocated" else "RESERVED"
-        at_s = "Now" if r.at == 0 else str(r.at)
+        mode = "ALLOCATED" if at == 0 else "RESERVED"
+        at_s = "Now" if at == 0 else str(at)
         self.out.write(
-            f"{_BAR}\nINFO: JOBID={r.jobid}\nINFO: RESOURCES={mode}\n"
+            f"{_BAR}\nINFO: JOBID={jobid}\nINFO: RESOURCES={mode}\n"
             f"INFO: SCHEDULED AT={at_s}\n{_BAR}\n"
         )
-        self.jobspec_files[r.jobid] = args[3]
+        self.jobspec_files[jobid] = args[3]
 
     def _set_property(self, args: list[str]) -> None:
         if len(args) != 3:

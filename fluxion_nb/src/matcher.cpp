@@ -428,6 +428,11 @@ int64_t Matcher::next_jobid() const {
     return counter_;
 }
 
+void Matcher::set_next_jobid(int64_t id) {
+    std::lock_guard<std::mutex> lk(mu_);
+    counter_ = id;
+}
+
 void Matcher::set_status(const std::string &path, bool up) {
     std::lock_guard<std::mutex> lk(mu_);
     g_->set_status(vertex_at(path), up ? Status::Up : Status::Down);

@@ -127,6 +127,9 @@ class Matcher {
     std::vector<JobRecord> jobs() const;
     GraphStats stat() const;
     int64_t next_jobid() const;
+    // The id the next match takes (resource-query sets it after an update to the
+    // updated job's id plus one, whatever came before).
+    void set_next_jobid(int64_t id);
 
     void set_status(const std::string &path, bool up);
     bool get_status(const std::string &path) const;

@@ -8,13 +8,13 @@ import json
 import sys
 from pathlib import Path
 
-from fluxion_nb import cli
-from fluxion_nb.examples import pooled_cluster
+from fluxion_nb import Graph, cli
+from fluxion_nb.examples import pooled_cluster, slot_jobspec
 
 
-def _run(tmp_path: Path, cmds: str) -> tuple[str, str]:
+def _run(tmp_path: Path, cmds: str, nodes: int = 1) -> tuple[str, str]:
     gpath = tmp_path / "g.json"
-    gpath.write_text(json.dumps(pooled_cluster(nodes=1)))
+    gpath.write_text(json.dumps(pooled_cluster(nodes=nodes)))
     out = tmp_path / "out"
     err = io.StringIO()
     old = sys.stdin
@@ -83,3 +83,52 @@ def test_set_status_changes_the_vertex_alone_as_resource_query_does(tmp_path: Pa
     assert out == (
         "/cluster is down\n/cluster is up\n/cluster/worker0 is down\n/cluster/worker0 is up\n"
     )
+
+
+def test_update_numbers_jobs_and_names_its_mode_as_resource_query_does(tmp_path: Path) -> None:
+    """The mode follows the start time, a failed replay prints the no-match block, and the
+    next match takes the updated id plus one, even below ids already used."""
+    js = tmp_path / "js.json"
+    js.write_text(json.dumps(slot_jobspec(1, 1, 1, duration=3600)))
+    # R of the node a third match takes, once two jobs hold the first two.
+    g = Graph(pooled_cluster(nodes=4), match_format="jgf")
+    for _ in range(2):
+        g.match(js.read_text())
+    r = tmp_path / "r.json"
+    r.write_text(g.match(js.read_text()).R)
+    out, err = _run(
+        tmp_path,
+        f"match allocate {js}\n"
+        f"match allocate {js}\n"
+        f"update allocate jgf {r} 10 100 3600\n"
+        f"match allocate {js}\n"
+        f"update reserve jgf {r} 5 0 3600\n"
+        f"match allocate {js}\n"
+        f"update allocate jgf {r} 10 0 3600\n"
+        f"update allocate jgf {r} 12 0 0\n",
+        nodes=4,
+    )
+    infos = [line for line in out.splitlines() if line.startswith("INFO: ") and "===" not in line]
+    assert infos == [
+        "INFO: JOBID=1",
+        "INFO: RESOURCES=ALLOCATED",
+        "INFO: SCHEDULED AT=Now",
+        "INFO: JOBID=2",
+        "INFO: RESOURCES=ALLOCATED",
+        "INFO: SCHEDULED AT=Now",
+        # `update allocate` starting later is a reservation.
+        "INFO: JOBID=10",
+        "INFO: RESOURCES=RESERVED",
+        "INFO: SCHEDULED AT=100",
+        "INFO: JOBID=11",
+        "INFO: RESOURCES=ALLOCATED",
+        "INFO: SCHEDULED AT=Now",
+        # The node is reserved from 100 on: the replay fails, and still numbers.
+        "INFO: No matching resources found",
+        "INFO: JOBID=5",
+        "INFO: No matching resources found",
+        "INFO: JOBID=6",
+    ]
+    assert err.count("ERROR: traverser run () returned error") == 1
+    assert "ERROR: existing Jobid" in err
+    assert "ERROR: invalid time (0, 0)" in err
