@@ -423,16 +423,6 @@ class Ledger:
             started = time.perf_counter()
             with self.lock, self.graph.lock:
                 try:
-                    options = (
-                        tuple(
-                            domain_specs
-                            for _, domain_specs in self._domain_specs(
-                                group, pods, exclude, split, level, runtime
-                            )
-                        )
-                        if level
-                        else (planned,)
-                    )
                     waiting = self.queue.arrive(
                         group,
                         priority,
@@ -440,7 +430,7 @@ class Ledger:
                         self.clock(),
                         runtime=runtime,
                         enforced=window == runtime,
-                        options=options,
+                        options=() if level else (planned,),
                     )
                     self._reserve_ahead(waiting)
                     if level:
@@ -456,6 +446,15 @@ class Ledger:
                         h.singly = singly
                     if result.holdings:
                         self._version += 1
+                    if level and result.status == "busy":
+                        # Its ways to be reserved, one per domain that could ever hold it:
+                        # only a group that waits needs them (built for every domain).
+                        waiting.options = tuple(
+                            specs
+                            for _, specs in self._domain_specs(
+                                group, pods, exclude, split, level, runtime
+                            )
+                        )
                     result = self._queue_outcome(waiting, result)
                 finally:
                     elapsed = time.perf_counter() - started
