@@ -52,6 +52,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _read_r(reader: str, path: str, readers: tuple[str, ...]) -> str | None:
+    """The R in ``path`` for one of ``readers``; None after resource-query's error line."""
+    if reader not in readers:
+        print(f"ERROR: unsupported reader {reader}", file=sys.stderr)
+        return None
+    try:
+        return Path(path).read_text()
+    except OSError:
+        print(f"ERROR: can't open {path}", file=sys.stderr)
+        return None
+
+
 class Session:
     """One resource-query session: a graph, a job table and the command loop."""
 
@@ -212,13 +224,8 @@ class Session:
         if len(args) not in (4, 5):
             print("ERROR: malformed command", file=sys.stderr)
             return
-        if args[2] not in ("jgf", "rv1exec"):
-            print(f"ERROR: unsupported reader {args[2]}", file=sys.stderr)
-            return
-        try:
-            R = Path(args[3]).read_text()
-        except OSError:
-            print(f"ERROR: can't open {args[3]}", file=sys.stderr)
+        R = _read_r(args[2], args[3], ("jgf", "rv1exec"))
+        if R is None:
             return
         try:
             jobid = int(args[1])
@@ -313,13 +320,8 @@ class Session:
         if args[1] not in ("allocate", "reserve"):
             print(f"ERROR: unknown subcmd {args[1]}", file=sys.stderr)
             return
-        if args[2] not in ("jgf", "rv1exec", "jgf_shorthand"):
-            print(f"ERROR: unsupported reader {args[2]}", file=sys.stderr)
-            return
-        try:
-            text = Path(args[3]).read_text()
-        except OSError:
-            print(f"ERROR: can't open {args[3]}", file=sys.stderr)
+        text = _read_r(args[2], args[3], ("jgf", "rv1exec", "jgf_shorthand"))
+        if text is None:
             return
         try:
             jobid, at, duration = int(args[4]), int(args[5]), int(args[6])
