@@ -1,8 +1,8 @@
 """Build and cache etcd and the Kubernetes binaries from the pinned Go module.
 
-etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl: the
-real components a user's cluster has, at the release the project targets; and
-KWOK, which plays the kubelet of many simulated nodes.
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and the
+kubelet: the real components a user's cluster has, at the release the project
+targets; and KWOK, which plays the kubelet of many simulated nodes.
 
 The binaries come from ``hack/k8s-bins`` (a Go module that pins Kubernetes and
 its staging modules), so tests run the exact release the project targets
@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 MODULE_DIR = REPO_ROOT / "hack" / "k8s-bins"
 COMPAT_MODULE_DIRS = {"1.36": REPO_ROOT / "hack" / "k8s-bins-1.36"}
 """Earlier Kubernetes releases still supported: only their control-plane components are
-built from these modules; etcd, kubectl and KWOK come from MODULE_DIR."""
+built from these modules; etcd, kubectl, the kubelet and KWOK come from MODULE_DIR."""
 CACHE_ENV = "FLUENCE_K8S_CACHE"
 """Directory that replaces ``~/.cache/fluence`` as the root of the binary cache."""
 
@@ -44,6 +44,7 @@ BUILD_TARGETS = (
     "k8s.io/kubernetes/cmd/kube-controller-manager",
     "k8s.io/kubernetes/cmd/kube-scheduler",
     "k8s.io/kubernetes/cmd/kubectl",
+    "k8s.io/kubernetes/cmd/kubelet",
     "sigs.k8s.io/kwok/cmd/kwok",
     "./etcd",
 )
@@ -73,6 +74,7 @@ class Binaries:
     kube_controller_manager: Path
     kube_scheduler: Path
     kubectl: Path
+    kubelet: Path
     kwok: Path
 
     def all(self) -> tuple[Path, ...]:
@@ -82,6 +84,7 @@ class Binaries:
             self.kube_controller_manager,
             self.kube_scheduler,
             self.kubectl,
+            self.kubelet,
             self.kwok,
         )
 
@@ -145,6 +148,7 @@ def _binaries_in(bin_dir: Path) -> Binaries:
         kube_controller_manager=bin_dir / "kube-controller-manager",
         kube_scheduler=bin_dir / "kube-scheduler",
         kubectl=bin_dir / "kubectl",
+        kubelet=bin_dir / "kubelet",
         kwok=bin_dir / "kwok",
     )
 
@@ -186,6 +190,7 @@ def ensure_release(minor: str | None = None, *, log: TextIO | None = None) -> Bi
         kube_controller_manager=components.kube_controller_manager,
         kube_scheduler=components.kube_scheduler,
         kubectl=base.kubectl,
+        kubelet=base.kubelet,
         kwok=base.kwok,
     )
 

@@ -399,6 +399,10 @@ class ControlPlane(StartStop):
             f"--service-account-signing-key-file={d / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=true",
+            # logs and exec reach a real node's kubelet with the admin certificate.
+            f"--kubelet-client-certificate={d / 'admin.crt'}",
+            f"--kubelet-client-key={d / 'admin.key'}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--endpoint-reconciler-type=none",
             "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",

@@ -1,5 +1,5 @@
 // Wrapper module that pins Kubernetes v1.37.2, its staging modules and KWOK so that
-// kube-apiserver, kube-scheduler and etcd can be built for local tests and the demo.
+// etcd, the control plane, kubectl and the kubelet can be built for local tests and the demo.
 module github.com/flux-framework/fluence/hack/k8s-bins
 
 go 1.26.0
@@ -23,6 +23,7 @@ require (
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
+	github.com/Microsoft/hnslib v0.1.3 // indirect
 	github.com/NYTimes/gziphandler v1.1.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -47,11 +47,12 @@ class DevicePluginProcess(StartStop):
         http_port: int | None = None,
         poll_interval: float = 0.5,
         extra_env: dict[str, str] | None = None,
+        log_path: Path | None = None,
     ) -> None:
         self.plugin_dir = plugin_dir
         self.resources = resources
         self.http_port = http_port if http_port is not None else free_port()
-        self.log_path = plugin_dir.parent / f"{plugin_dir.name}.log"
+        self.log_path = log_path or plugin_dir.parent / f"{plugin_dir.name}.log"
         self.env = {
             **os.environ,
             "FLUENCE_RESOURCES": str(resources),
