@@ -17,7 +17,6 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 from fluence.pki import CertificateAuthority, issue_serving_cert  # noqa: E402
 from testbed.binaries import Binaries, BinariesError, ensure_binaries, ensure_release
 from testbed.cluster import ControlPlane, Release, SchedulerHandle, Timings, selected_release
-from testbed.downward import resolve_env
 from testbed.kwok import Kwok
 from testbed.processes import ProcessStartError
 from testbed.rest import KubeApiError, KubeRest
@@ -37,6 +36,5 @@ __all__ = [
     "ensure_binaries",
     "ensure_release",
     "issue_serving_cert",
-    "resolve_env",
     "selected_release",
 ]

@@ -315,6 +315,7 @@ class ControlPlane(StartStop):
                     "etcd",
                     "logs",
                     "schedulers",
+                    "nodes",
                     "kube-controller-manager",
                     "admin.kubeconfig",
                 ):

@@ -1,11 +1,14 @@
 """``python -m testbed.demo``: fluence end to end on a local control plane, then gone again.
 
 It starts a real etcd, kube-apiserver and kube-controller-manager with
-simulated nodes run by KWOK, the device plugin (whose advertised devices become node capacity),
-the mutating webhook over TLS, the scheduler extender behind a dedicated
+simulated nodes run by KWOK and, where the machine allows containers, this
+machine as a real node (containerd and the kubelet), the device plugin (whose
+devices become node capacity: the real node's, else the simulated nodes'), the
+mutating webhook over TLS, the scheduler extender behind a dedicated
 kube-scheduler, applies the examples and prints where every pod went, which
-quantum backend it got and what its containers would see in their env. Then
-it stops everything in reverse order; Ctrl-C and errors take the same path.
+quantum backend it got and what the quantum pod's container printed (on the
+real node) or will read (on a simulated one). Then it stops everything in
+reverse order; Ctrl-C and errors take the same path.
 
 A component that fails to start is reported with the tail of its log and the
 demo goes on with the rest, so a partly working tree still shows what works.
@@ -36,9 +39,10 @@ import httpx
 from fluence import names
 from fluence.pki import issue_serving_cert
 from fluence.resources import load as load_resources
-from testbed import ControlPlane, KubeApiError, SchedulerHandle, resolve_env
+from testbed import ControlPlane, KubeApiError, SchedulerHandle
 from testbed.binaries import ensure_release
 from testbed.cluster import selected_release
+from testbed.node import DEVICE_PLUGIN_DIR, RealNode, missing_requirements, pod_logs
 from testbed.processes import ManagedProcess, free_port, wait_until
 from testbed.schedconfig import scheduler_config
 from testbed.workloads import Discovery, apply, load_documents
@@ -49,9 +53,14 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 RESOURCES = EXAMPLES / "resources.yaml"
-EXAMPLE_FILES = ("podgroup.yaml", "label-gang.yaml", "job-gang.yaml", "quantum-pod.yaml")
+# The quantum pod first: the real node, the only one with quantum devices, is small.
+EXAMPLE_FILES = ("quantum-pod.yaml", "podgroup.yaml", "label-gang.yaml", "job-gang.yaml")
 NAMESPACE = "fluence-demo"
 NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+REAL_NODE = "real-node"
+REAL_NODE_CPU_M = 1500
+"""What the real node offers (millicores): less than a `training` member asks, so the
+gangs leave room for the quantum pod whatever the machine's size."""
 COMPONENT_TIMEOUT_S = 60.0
 SETTLE_TIMEOUT_S = 60.0
 SETTLE_QUIET_S = 3.0
@@ -121,8 +130,11 @@ class PodView:
     node: str
     backend: str
     env: dict[str, str] = field(default_factory=dict)
-    """Backend variables (QRMI_BACKEND, FLUXION_*) of the first container that has them."""
+    """Backend variables (QRMI_BACKEND, FLUXION_*) of the first container that has them, with
+    the annotation each reads."""
     pending_reason: str = ""
+    output: str = ""
+    """What the pod's containers printed (pods that ran on the real node)."""
 
     @property
     def bound(self) -> bool:
@@ -147,23 +159,28 @@ def pod_group(pod: Mapping[str, Any]) -> str:
 
 
 def backend_env(pod: Mapping[str, Any]) -> dict[str, str]:
-    """QRMI_BACKEND and FLUXION_* as the kubelet would resolve them in the first container."""
-    try:
-        resolved = resolve_env(pod)
-    except ValueError:
-        return {}
-    for env in resolved.values():
-        picked = {
-            k: v
-            for k, v in env.items()
-            if k == names.ENV_QRMI_BACKEND or k.startswith(names.ENV_FLUXION_PREFIX)
-        }
+    """QRMI_BACKEND and FLUXION_* of the first container that has them: ``annotation = value``.
+
+    The webhook makes each read one annotation through the downward API; a simulated
+    node runs no container, so the report says what a kubelet will read.
+    """
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        picked = {}
+        for env in container.get("env") or []:
+            name = str(env.get("name", ""))
+            if name != names.ENV_QRMI_BACKEND and not name.startswith(names.ENV_FLUXION_PREFIX):
+                continue
+            path = str(((env.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", ""))
+            key = path.removeprefix("metadata.annotations['").removesuffix("']")
+            if key != path:
+                picked[name] = f"{key} = {annotations.get(key, '')}"
         if picked:
             return picked
     return {}
 
 
-def pod_view(pod: Mapping[str, Any]) -> PodView:
+def pod_view(pod: Mapping[str, Any], output: str = "") -> PodView:
     meta = pod.get("metadata") or {}
     node = str((pod.get("spec") or {}).get("nodeName") or "")
     return PodView(
@@ -174,21 +191,30 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         backend=str((meta.get("annotations") or {}).get(names.ANNOTATION_BACKEND, "")),
         env=backend_env(pod) if node else {},
         pending_reason="" if node else pending_reason(pod),
+        output=output,
     )
 
 
 def render_pods(views: Sequence[PodView]) -> str:
-    """The pod table, then the env of quantum pods and the reasons of pending ones."""
+    """The pod table, then quantum pods' output or env, and the reasons of pending ones."""
     rows = [
         [v.key, v.group or "-", v.phase, v.node or "(pending)", v.backend or "-"] for v in views
     ]
     lines = [table(["POD", "GROUP", "PHASE", "NODE", "BACKEND"], rows)]
-    with_env = [v for v in views if v.env]
-    if with_env:
-        lines += ["", "Container env (downward API, resolved as the kubelet would):"]
-        for v in with_env:
-            pairs = " ".join(f"{k}={val}" for k, val in sorted(v.env.items()))
-            lines.append(f"  {v.key}: {pairs}")
+    ran = [v for v in views if v.env and v.output]
+    if ran:
+        lines += ["", "Printed by the container on the real node (its env set by the kubelet):"]
+        for v in ran:
+            lines += [f"  {v.key}: {line}" for line in v.output.splitlines()]
+    not_run = [v for v in views if v.env and not v.output]
+    if not_run:
+        lines += [
+            "",
+            "Env the kubelet sets from annotations (downward API), for pods not run here:",
+        ]
+        for v in not_run:
+            lines.append(f"  {v.key}:")
+            lines += [f"    {k} <- {val}" for k, val in sorted(v.env.items())]
     pending = [v for v in views if not v.bound]
     if pending:
         lines += ["", "Pending pods:"]
@@ -255,6 +281,7 @@ class Options:
     keep_running: bool = False
     workdir: Path | None = None
     settle_timeout_s: float = SETTLE_TIMEOUT_S
+    real_node: bool = True
 
 
 class Demo:
@@ -266,6 +293,8 @@ class Demo:
         self.stack = contextlib.ExitStack()
         self.cp: ControlPlane | None = None
         self.nodes: list[str] = []
+        self.kwok_nodes: list[str] = []
+        self.real_node: RealNode | None = None
         self.extender_url = ""
         self.scheduler: SchedulerHandle | None = None
         self.resource_names: list[str] = []
@@ -309,12 +338,41 @@ class Demo:
         self.cp = cp
         cp.start()
         self.console.ok(f"apiserver {cp.server} ready in {cp.timings.start_s:.1f}s")
-        self.nodes = cp.add_nodes(self.options.nodes, capacity=NODE_CAPACITY)
+        self.kwok_nodes = cp.add_nodes(self.options.nodes, capacity=NODE_CAPACITY)
+        self.nodes = list(self.kwok_nodes)
         cp.start_kwok()
         cp.create_namespace(NAMESPACE)
         self.console.ok(
-            f"{len(self.nodes)} KWOK nodes ({NODE_CAPACITY['cpu']} cpu, "
+            f"{len(self.kwok_nodes)} KWOK nodes ({NODE_CAPACITY['cpu']} cpu, "
             f"{NODE_CAPACITY['memory']} each), namespace {NAMESPACE}"
+        )
+        self.start_real_node()
+
+    def start_real_node(self) -> None:
+        """This machine as a node that runs containers, when it can (root, the packages)."""
+        reason = missing_requirements() if self.options.real_node else "--no-real-node"
+        if reason is not None:
+            self.console.ok(f"no real node ({reason}): every pod runs on KWOK nodes")
+            return
+        t0 = time.monotonic()
+        reserved = max(0, (os.cpu_count() or 1) * 1000 - REAL_NODE_CPU_M)
+        node = RealNode(
+            self.control_plane,
+            REAL_NODE,
+            reserved={"cpu": f"{reserved}m"} if reserved else None,
+            grace_s=GRACE_S,
+        )
+        self.stack.callback(node.stop)
+        try:
+            node.start()
+        except Exception as exc:  # noqa: BLE001 - reported; the demo goes on without it
+            self.console.failed("real node", exc)
+            return
+        self.real_node = node
+        self.nodes.append(REAL_NODE)
+        self.console.ok(
+            f"real node {REAL_NODE} ({node.address}): containerd + kubelet, Ready in "
+            f"{time.monotonic() - t0:.1f}s; the quantum devices are its own"
         )
 
     # 2-4: the three fluence processes start together (each takes seconds to import
@@ -341,6 +399,18 @@ class Demo:
 
         config = load_resources(RESOURCES)
         self.resource_names = [names.resource_name(t) for t in sorted(config.types())]
+        if self.real_node is not None:
+            # The DaemonSet's pod on the real node: the kubelet's device manager takes it.
+            self.device_plugin = self._process(
+                "fluence-deviceplugin",
+                _console_script("fluence-deviceplugin", "deviceplugin"),
+                _child_env(
+                    resources=str(RESOURCES),
+                    device_plugin_dir=str(DEVICE_PLUGIN_DIR),
+                    http_bind=f"127.0.0.1:{free_port()}",
+                ),
+            )
+            return
         # Unix socket paths are short (about 107 bytes): keep the directory under /tmp.
         plugin_dir = Path(tempfile.mkdtemp(prefix="fluence-dp-", dir="/tmp"))
         self.stack.callback(lambda: _remove_tree(plugin_dir))
@@ -358,20 +428,37 @@ class Demo:
         self.registry = registry
 
     def start_device_plugin(self) -> None:
-        self.console.step("device plugin: advertise the quantum resources on every node")
+        self.console.step("device plugin: advertise the quantum resources")
         self._launched("device plugin")
-        assert self.registry is not None and self.device_plugin is not None
+        assert self.device_plugin is not None
         proc = self.device_plugin
+        if self.real_node is not None:
+            reported: dict[str, str] = {}
+
+            def in_node_status() -> bool:
+                node = self.control_plane.rest.get(f"/api/v1/nodes/{REAL_NODE}")
+                reported.update(node["status"].get("allocatable") or {})
+                return all(reported.get(n, "0") != "0" for n in self.resource_names)
+
+            wait_until(in_node_status, timeout_s=COMPONENT_TIMEOUT_S, what="seen", process=proc)
+            advertised = ", ".join(
+                f"{n.rsplit('/', 1)[1]}={reported[n]}" for n in self.resource_names
+            )
+            self.console.ok(f"the kubelet of {REAL_NODE} reports {advertised}")
+            return
+        assert self.registry is not None
         try:
             devices = self.registry.wait_for_resources(self.resource_names, COMPONENT_TIMEOUT_S)
         except TimeoutError as exc:
             proc.check_running()
             raise proc.start_error(str(exc)) from exc
         counts = {n: str(devices[n]) for n in self.resource_names}
-        for node in self.nodes:
+        for node in self.kwok_nodes:
             self.control_plane.patch_node_status(node, capacity=counts, allocatable=counts)
         advertised = ", ".join(f"{n.rsplit('/', 1)[1]}={c}" for n, c in counts.items())
-        self.console.ok(f"registered {advertised}; copied into {len(self.nodes)} nodes' status")
+        self.console.ok(
+            f"registered {advertised}; copied into {len(self.kwok_nodes)} nodes' status"
+        )
 
     def _launch_webhook(self) -> None:
         cp = self.control_plane
@@ -507,10 +594,21 @@ class Demo:
         self.console.ok(f"kube-controller-manager made the workloads' pods ({expected} in all)")
 
     # 6 -------------------------------------------------------------------------------
-    def pods(self) -> list[PodView]:
+    def pods(self, *, with_output: bool = False) -> list[PodView]:
         listing = self.control_plane.rest.get(f"/api/v1/namespaces/{NAMESPACE}/pods")
         items = sorted(listing.get("items") or [], key=lambda p: p["metadata"]["name"])
-        return [pod_view(p) for p in items]
+        return [pod_view(p, self._output(p) if with_output else "") for p in items]
+
+    def _output(self, pod: Mapping[str, Any]) -> str:
+        """What a quantum pod that ran on the real node printed ('' for any other pod)."""
+        if (pod.get("spec") or {}).get("nodeName") != REAL_NODE or not backend_env(pod):
+            return ""
+        if (pod.get("status") or {}).get("phase") not in ("Running", "Succeeded", "Failed"):
+            return ""
+        try:
+            return pod_logs(self.control_plane, NAMESPACE, pod["metadata"]["name"]).strip()
+        except RuntimeError as exc:
+            return f"(no output: {exc})"
 
     def wait_settled(self) -> list[PodView]:
         """Until every pod is bound or has a verdict and nothing changed for a moment (bounded)."""
@@ -536,7 +634,23 @@ class Demo:
             time.sleep(0.25)
         bound = sum(v.bound for v in last)
         self.console.ok(f"{bound} of {len(last)} pods bound")
+        if self.real_node is not None:
+            self._wait_real_node_output()
+            last = self.pods(with_output=True)
         return last
+
+    def _wait_real_node_output(self) -> None:
+        """Quantum pods on the real node print, then exit; wait (bounded) until they have."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            views = self.pods(with_output=True)
+            if all(
+                v.phase in ("Succeeded", "Failed") or (v.phase == "Running" and v.output)
+                for v in views
+                if v.node == REAL_NODE and v.env
+            ):
+                return
+            time.sleep(0.5)
 
     def report(self, views: Sequence[PodView]) -> None:
         self.console.step("report")
@@ -559,7 +673,7 @@ def _remove_tree(path: Path) -> None:
 
 
 # What a run leaves in a --workdir (kept for its logs); a new cluster must not reuse it.
-RUN_ENTRIES = ("etcd", "pki", "logs", "schedulers", "webhook-tls", "admin.kubeconfig")
+RUN_ENTRIES = ("etcd", "pki", "logs", "schedulers", "nodes", "webhook-tls", "admin.kubeconfig")
 
 
 def clear_previous_run(workdir: Path) -> list[str]:
@@ -679,6 +793,11 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         "default: a temporary directory, removed at the end",
     )
     parser.add_argument(
+        "--no-real-node",
+        action="store_true",
+        help="do not run this machine as a real node (containerd + kubelet) even where it can",
+    )
+    parser.add_argument(
         "--settle-timeout",
         type=float,
         default=SETTLE_TIMEOUT_S,
@@ -692,6 +811,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         keep_running=args.keep_running,
         workdir=args.workdir,
         settle_timeout_s=args.settle_timeout,
+        real_node=not args.no_real_node,
     )
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from fluence import names
-from testbed.downward import resolve_env
 from testbed.processes import ManagedProcess, wait_until
 from testbed.rest import KubeRest
 
@@ -107,8 +106,3 @@ class Kwok:
                     f"(node: {(pod.get('spec') or {}).get('nodeName') or 'unbound'})"
                 )
             time.sleep(0.1)
-
-    @staticmethod
-    def resolve_env(pod: Any) -> dict[str, dict[str, str]]:
-        """Downward-API env per container, as a kubelet would set it (KWOK runs no container)."""
-        return resolve_env(pod)

@@ -105,11 +105,14 @@ class RealNode:
         name: str = "real-node",
         *,
         labels: Mapping[str, str] | None = None,
+        reserved: Mapping[str, str] | None = None,
         grace_s: float = 10.0,
     ) -> None:
         self.control_plane = control_plane
         self.name = name
         self.labels = dict(labels or {})
+        self.reserved = dict(reserved or {})
+        """The kubelet's kubeReserved: kept out of the node's allocatable."""
         self.grace_s = grace_s
         self.directory = control_plane.workdir / "nodes" / name
         self.address = ""
@@ -400,6 +403,7 @@ class RealNode:
             "nodeStatusUpdateFrequency": "2s",
             "syncFrequency": "5s",
             "shutdownGracePeriod": "0s",
+            **({"kubeReserved": self.reserved} if self.reserved else {}),
         }
 
     # Cleanup -------------------------------------------------------------------------

@@ -162,35 +162,6 @@ def test_kwok_finishes_graceful_deletion(control_plane: ControlPlane, namespace:
         control_plane.delete_node(node)
 
 
-def test_resolve_env_reads_annotations_through_field_refs(
-    control_plane: ControlPlane, namespace: str
-) -> None:
-    (node,) = control_plane.add_nodes(1, prefix=f"{namespace}-node-")
-    try:
-        body = pod_body("env", nodeName=node)
-        body["metadata"]["annotations"] = {"fluence.flux-framework.org/backend": "ibm_fez"}
-        body["spec"]["containers"][0]["env"] = [
-            {
-                "name": "QRMI_BACKEND",
-                "valueFrom": {
-                    "fieldRef": {
-                        "fieldPath": "metadata.annotations['fluence.flux-framework.org/backend']"
-                    }
-                },
-            },
-            {
-                "name": "ABSENT",
-                "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['not-set']"}},
-            },
-            {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-        ]
-        created = control_plane.rest.create(f"/api/v1/namespaces/{namespace}/pods", body)
-        env = control_plane.kwok.resolve_env(created)
-        assert env == {"main": {"QRMI_BACKEND": "ibm_fez", "ABSENT": "", "NODE": node}}
-    finally:
-        control_plane.delete_node(node)
-
-
 def test_patch_node_status_merges_extended_resources(control_plane: ControlPlane) -> None:
     (node,) = control_plane.add_nodes(1, prefix=f"ext-{uuid.uuid4().hex[:6]}-")
     try:

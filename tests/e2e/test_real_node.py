@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -173,14 +174,15 @@ def test_the_quantum_example_prints_the_backend_fluence_chose(
     fluence: Extender,
     namespace: str,
 ) -> None:
-    command = quantum_pod("quantum-hello")["spec"]["containers"][0]["command"]
     body = quantum_pod("quantum-hello")
-    # The example's command, plus the variable the kubelet's device manager sets from
-    # our plugin's Allocate answer.
-    devices_var = names.devices_env("qpu")
+    command = body["spec"]["containers"][0]["command"]
+    # The example's command, then the backend's attributes (the webhook's other downward-API
+    # variables) and the variable the kubelet's device manager sets from our plugin's
+    # Allocate answer.
+    shown = ["FLUXION_BACKEND", "FLUXION_VENDOR", "FLUXION_QRMI_TYPE", names.devices_env("qpu")]
     body["spec"]["containers"][0]["command"] = [
         *command[:-1],
-        f'{command[-1]}; echo "{devices_var}=${devices_var}"',
+        command[-1] + "".join(f'; echo "{var}=${var}"' for var in shown),
     ]
     control_plane.rest.create(f"/api/v1/namespaces/{namespace}/pods", body)
     pod = wait_phase(control_plane, namespace, "quantum-hello", "Succeeded")
@@ -188,9 +190,13 @@ def test_the_quantum_example_prints_the_backend_fluence_chose(
     assert backend in {"ibm_fez", "ibm_marrakesh"}
     assert pod["spec"]["nodeName"] == NODE
     lines = pod_logs(control_plane, namespace, "quantum-hello").splitlines()
+    printed = dict(line.split("=", 1) for line in lines)
     assert lines[0] == f"QRMI_BACKEND={backend}"
-    granted = lines[1].split("=", 1)[1]
-    assert len(granted.split(",")) == 1 and granted.startswith("qpu"), lines
+    assert printed["FLUXION_BACKEND"] == backend
+    assert printed["FLUXION_VENDOR"] == "ibm"
+    assert printed["FLUXION_QRMI_TYPE"] == "qiskit-runtime-service"
+    granted = printed[names.devices_env("qpu")].split(",")
+    assert len(granted) == 1 and granted[0].startswith("qpu"), lines
     # The pod is done: fluence released its qpu.
     wait_for(
         lambda: f"{namespace}/quantum-hello" not in fluence.state()["pods"],
@@ -249,3 +255,103 @@ def test_a_kubelet_restart_keeps_pods_and_the_plugin_re_registers(
     assert status["state"]["running"]["startedAt"] == started
     assert status["restartCount"] == 0
     assert fluence.state()["pods"][f"{namespace}/long"] == before
+
+
+def kubectl(control_plane: ControlPlane, *args: str) -> str:
+    """Run the real kubectl as a user would; its output, or a failure with its stderr."""
+    done = subprocess.run(
+        [str(control_plane.binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def test_a_drained_node_is_released_and_its_pod_placed_elsewhere(
+    control_plane: ControlPlane,
+    real_node: RealNode,
+    fluence: Extender,
+    namespace: str,
+) -> None:
+    label = f"fluence-e2e/drain={namespace}"
+    kubectl(control_plane, "label", "node", NODE, label)
+    spare: list[str] = []
+    try:
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "schedulerName": names.SCHEDULER_NAME,
+                        "nodeSelector": {"fluence-e2e/drain": namespace},
+                        "terminationGracePeriodSeconds": 1,
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "busybox:1.36",
+                                "command": ["sh", "-c", "sleep 3600"],
+                                "resources": {"requests": {"cpu": "100m", "memory": "16Mi"}},
+                            }
+                        ],
+                    },
+                },
+            },
+        }
+        control_plane.rest.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment)
+
+        def pods() -> list[dict[str, Any]]:
+            listed = control_plane.rest.get(
+                f"/api/v1/namespaces/{namespace}/pods", labelSelector="app=web"
+            )
+            return [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
+
+        first = wait_for(
+            lambda: [p for p in pods() if p.get("status", {}).get("phase") == "Running"],
+            POD_TIMEOUT_S,
+            "the Deployment's pod to run on the real node",
+            lambda: str(pods()),
+        )[0]
+        assert first["spec"]["nodeName"] == NODE
+        old = f"{namespace}/{first['metadata']['name']}"
+        assert fluence.state()["pods"][old]["node"] == NODE
+        # Somewhere to go: a simulated node with the same label.
+        spare = control_plane.add_nodes(
+            1, prefix=f"{namespace}-spare-", labels={"fluence-e2e/drain": namespace}
+        )
+
+        kubectl(control_plane, "drain", NODE, "--ignore-daemonsets", "--force", "--timeout=90s")
+        moved = wait_for(
+            lambda: [
+                p
+                for p in pods()
+                if p["metadata"]["name"] != first["metadata"]["name"]
+                and p.get("status", {}).get("phase") == "Running"
+            ],
+            POD_TIMEOUT_S,
+            "the Deployment's new pod to run on the spare node",
+            lambda: str(pods()),
+        )[0]
+        assert moved["spec"]["nodeName"] == spare[0]
+        new = f"{namespace}/{moved['metadata']['name']}"
+        wait_for(
+            lambda: old not in fluence.state()["pods"],
+            30,
+            "fluence to release the evicted pod",
+            lambda: str(fluence.state()["pods"]),
+        )
+        assert fluence.state()["pods"][new]["node"] == spare[0]
+        node = control_plane.rest.get(f"/api/v1/nodes/{NODE}")
+        assert node["spec"].get("unschedulable") is True
+    finally:
+        kubectl(control_plane, "uncordon", NODE)
+        kubectl(control_plane, "label", "node", NODE, "fluence-e2e/drain-")
+        for name in spare:
+            control_plane.delete_node(name)

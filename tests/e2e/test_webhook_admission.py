@@ -19,7 +19,7 @@ import yaml
 from kubernetes.client import ApiClient, CoreV1Api
 
 from fluence import names
-from testbed import ControlPlane, KubeApiError, resolve_env
+from testbed import ControlPlane, KubeApiError
 from tests.integration.test_webhook_process import WebhookProcess
 from webhook.manifest import webhook_configuration
 
@@ -131,23 +131,6 @@ def test_classical_pod_is_untouched(
     assert "env" not in stored["spec"]["containers"][0]
     assert "schedulingGroup" not in stored["spec"]
     assert stored["metadata"].get("annotations") is None
-
-
-def test_downward_env_resolves_to_the_backend_annotation(
-    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
-) -> None:
-    body = quantum_pod("bound")
-    body["metadata"]["annotations"] = {
-        names.ANNOTATION_BACKEND: "ibm_fez",
-        names.attr_annotation("vendor"): "ibm",
-    }
-    create(control_plane, namespace, body)
-    stored = control_plane.rest.get(f"/api/v1/namespaces/{namespace}/pods/bound")
-    env = resolve_env(stored)["main"]
-    assert env["QRMI_BACKEND"] == stored["metadata"]["annotations"][names.ANNOTATION_BACKEND]
-    assert env["QRMI_BACKEND"] == env["FLUXION_BACKEND"] == "ibm_fez"
-    assert env["FLUXION_VENDOR"] == "ibm"
-    assert env["FLUXION_QRMI_TYPE"] == ""  # annotation absent: empty, as the kubelet does
 
 
 def podgroup(control_plane: ControlPlane, namespace: str, name: str) -> Any:

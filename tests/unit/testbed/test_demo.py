@@ -70,15 +70,30 @@ def pending_pod(message: str | None) -> dict[str, Any]:
     }
 
 
-def test_bound_quantum_pod_shows_backend_and_the_env_its_container_would_see() -> None:
+def test_a_quantum_pod_not_run_here_shows_the_annotation_each_variable_reads() -> None:
     view = pod_view(quantum_pod())
     assert view.key == "demo/quantum-hello" and view.node == "node-1" and view.bound
     assert view.backend == "ibm_fez"
-    assert view.env == {"QRMI_BACKEND": "ibm_fez", "FLUXION_BACKEND": "ibm_fez"}
+    read = f"{names.ANNOTATION_BACKEND} = ibm_fez"
+    assert view.env == {"QRMI_BACKEND": read, "FLUXION_BACKEND": read}
     text = render_pods([view])
     assert "demo/quantum-hello" in text and "ibm_fez" in text
-    assert "QRMI_BACKEND=ibm_fez" in text and "FLUXION_BACKEND=ibm_fez" in text
-    assert "OTHER" not in text
+    assert f"    QRMI_BACKEND <- {read}" in text.splitlines()
+    assert f"    FLUXION_BACKEND <- {read}" in text.splitlines()
+    assert "OTHER" not in text and "Printed by the container" not in text
+
+
+def test_a_quantum_pod_that_ran_shows_what_its_container_printed() -> None:
+    view = pod_view(quantum_pod(node="real-node"), output="QRMI_BACKEND=ibm_fez")
+    text = render_pods([view]).splitlines()
+    at = text.index("Printed by the container on the real node (its env set by the kubelet):")
+    assert text[at + 1] == "  demo/quantum-hello: QRMI_BACKEND=ibm_fez"
+    assert not any("<-" in line for line in text)
+
+
+def test_an_unset_annotation_reads_as_empty_as_the_kubelet_does() -> None:
+    view = pod_view(quantum_pod(backend=""))
+    assert view.env["QRMI_BACKEND"] == f"{names.ANNOTATION_BACKEND} = "
 
 
 def test_pending_pod_reports_the_scheduler_message_and_its_group() -> None:
@@ -140,6 +155,7 @@ def test_pod_view_equality_detects_change() -> None:
 def test_options_parse_and_reject_zero_nodes() -> None:
     options = parse_args(["--nodes", "3", "--keep-running"])
     assert options.nodes == 3 and options.keep_running and options.workdir is None
+    assert options.real_node and not parse_args(["--no-real-node"]).real_node
     with pytest.raises(SystemExit) as exc:
         parse_args(["--nodes", "0"])
     assert exc.value.code == 2
