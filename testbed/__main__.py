@@ -1,4 +1,4 @@
-"""Command line for humans: ``python -m testbed bins|up|down|status``.
+"""Command line for humans: ``python -m testbed bins|images|up|down|status``.
 
 ``up`` keeps a control plane running in the foreground (Ctrl-C or SIGTERM
 stops it) and records its pid in the work directory, so ``down`` from another
@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from testbed.binaries import BinariesError, cache_root, ensure_release
+from testbed.binaries import BinariesError, cache_root, ensure_release, kubernetes_version
 from testbed.cluster import ControlPlane, selected_release
+from testbed.images import ImageBuildError
 from testbed.processes import ProcessStartError
 
 STATE_FILE = "cluster.json"
@@ -59,6 +60,25 @@ def cmd_bins(_: argparse.Namespace) -> int:
     binaries = ensure_release(selected_release().minor)
     for path in binaries.all():
         print(path)
+    return 0
+
+
+def cmd_images(_: argparse.Namespace) -> int:
+    """Build (or reuse) the real node's images; where it cannot run, say why and succeed."""
+    from testbed import images
+    from testbed.node import missing_requirements
+
+    reason = missing_requirements()
+    if reason is not None:
+        print(f"no images for a real node here: {reason}", file=sys.stderr)
+        return 0
+    binaries = ensure_release(selected_release().minor)
+    version = kubernetes_version()
+    archives = [images.ensure_image(image) for image in images.NODE_IMAGES]
+    archives.append(images.ensure_scheduler_image(binaries.kube_scheduler, version))
+    archives.append(images.ensure_fluence_image())
+    for archive in archives:
+        print(archive)
     return 0
 
 
@@ -163,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("bins", help="build (or reuse) the cached binaries and print their paths")
+    sub.add_parser(
+        "images", help="build (or reuse) the real node's images (busybox, kube-scheduler, fluence)"
+    )
     up = sub.add_parser("up", help="start a control plane and keep it in the foreground")
     up.add_argument("--nodes", type=int, default=2, help="fake Ready nodes to create")
     up.add_argument("--keep", action="store_true", help="keep the work dir after stopping")
@@ -179,10 +202,16 @@ def main(argv: list[str] | None = None) -> int:
         )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
-    handlers = {"bins": cmd_bins, "up": cmd_up, "down": cmd_down, "status": cmd_status}
+    handlers = {
+        "bins": cmd_bins,
+        "images": cmd_images,
+        "up": cmd_up,
+        "down": cmd_down,
+        "status": cmd_status,
+    }
     try:
         return handlers[args.command](args)
-    except BinariesError as exc:
+    except (BinariesError, ImageBuildError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

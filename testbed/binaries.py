@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from testbed.processes import wait_reporting
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODULE_DIR = REPO_ROOT / "hack" / "k8s-bins"
 COMPAT_MODULE_DIRS = {"1.36": REPO_ROOT / "hack" / "k8s-bins-1.36"}
@@ -247,25 +249,13 @@ def _forward(proc: subprocess.Popen[str], log: TextIO) -> None:
 
 def _run_build(cmd: list[str], module_dir: Path, log: TextIO) -> None:
     env = dict(os.environ, CGO_ENABLED="0")
-    started = time.monotonic()
     proc = subprocess.Popen(
         cmd, cwd=module_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     # go's own messages (downloads, compile errors) are forwarded line by line.
     forwarder = threading.Thread(target=_forward, args=(proc, log), daemon=True)
     forwarder.start()
-    try:
-        while True:
-            try:
-                code = proc.wait(timeout=PROGRESS_INTERVAL_S)
-                break
-            except subprocess.TimeoutExpired:
-                elapsed = time.monotonic() - started
-                print(f"[k8s-bins] still building... {elapsed:.0f}s elapsed", file=log, flush=True)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
+    code = wait_reporting(proc, "[k8s-bins] go build", log, PROGRESS_INTERVAL_S)
     forwarder.join(5.0)
     if code != 0:
         raise BinariesError(

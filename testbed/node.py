@@ -158,8 +158,8 @@ class RealNode:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._clear_device_plugin_dir()
             self._start_containerd()
-            for image, archive in zip(images.NODE_IMAGES, archives, strict=True):
-                self._import(image, archive)
+            for archive in archives:
+                self.load_image(archive)
             self._start_kubelet()
             self.wait_ready(timeout_s)
         except BaseException:
@@ -296,15 +296,14 @@ class RealNode:
             timeout=120,
         )
 
-    def _import(self, image: images.Image, archive: Path) -> None:
+    def load_image(self, archive: Path) -> None:
+        """Import an OCI archive (see :mod:`testbed.images`) into the node's image store."""
         done = self._ctr("images", "import", "--snapshotter=overlayfs", str(archive))
         if done.returncode != 0:
             raise RuntimeError(f"ctr could not import {archive}: {done.stderr.strip()}")
-        for alias in image.names[1:]:
-            self._ctr("images", "rm", alias)
-            tagged = self._ctr("images", "tag", image.names[0], alias)
-            if tagged.returncode != 0:
-                raise RuntimeError(f"ctr could not tag {alias}: {tagged.stderr.strip()}")
+
+    def has_image(self, name: str) -> bool:
+        return name in self._ctr("images", "list", "--quiet").stdout.split()
 
     def _remove_containers(self) -> None:
         """What the drain left: kill and delete every task and container."""

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, TextIO
 
 PR_SET_PDEATHSIG = 1
 DEFAULT_GRACE_S = 10.0
@@ -172,6 +172,27 @@ class ManagedProcess:
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, sig)
+
+
+def wait_reporting(
+    proc: subprocess.Popen[str], what: str, log: TextIO, interval_s: float = 15.0
+) -> int:
+    """Wait for a long build step, printing ``what`` with the time taken every ``interval_s``.
+
+    An interrupt (Ctrl-C) kills the step before it propagates. Returns the exit code.
+    """
+    started = time.monotonic()
+    try:
+        while True:
+            try:
+                return proc.wait(timeout=interval_s)
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - started
+                print(f"{what}: still building, {elapsed:.0f}s", file=log, flush=True)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
 
 
 def wait_until(

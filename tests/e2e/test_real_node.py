@@ -28,7 +28,8 @@ import yaml
 from deviceplugin.manager import file_identity
 from fluence import names
 from fluence.pods import parse_quantity
-from testbed import ControlPlane
+from testbed import ControlPlane, images
+from testbed.binaries import kubernetes_version
 from testbed.node import DEVICE_PLUGIN_DIR, RealNode, missing_requirements, pod_logs
 from tests.e2e.test_extender_e2e import Extender, wait_for
 from tests.e2e.test_webhook_admission import CONFIGS, register, wait_effective
@@ -44,6 +45,18 @@ CAPACITY = 1000
 NODE = "real-node"
 SAID = "metadata.annotations['example.com/said']"
 POD_TIMEOUT_S = 120.0
+
+
+def registrations(plugin: DevicePluginProcess, resource: str) -> int:
+    """How often the plugin of ``resource`` registered with a kubelet (its log says each time)."""
+    count = 0
+    for line in plugin.logs().splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            count += record.get("msg") == "registered with the kubelet" and (
+                record.get("resource") == resource
+            )
+    return count
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +79,12 @@ def device_plugin(
     with DevicePluginProcess(
         DEVICE_PLUGIN_DIR, EXAMPLES / "resources.yaml", log_path=log_path
     ) as plugin:
+        wait_for(
+            lambda: registrations(plugin, QPU) >= 1,
+            60,
+            "the device plugin to register with the kubelet",
+            plugin.logs,
+        )
         wait_for(
             lambda: allocatable(real_node, QPU) == CAPACITY,
             60,
@@ -167,6 +186,108 @@ def quantum_pod(name: str) -> dict[str, Any]:
     return body
 
 
+def test_the_kube_scheduler_image_runs_the_pinned_binary(
+    control_plane: ControlPlane, real_node: RealNode, namespace: str
+) -> None:
+    """The image the shipped scheduler Deployment names, built here from the pinned binary."""
+    version = kubernetes_version()
+    real_node.load_image(
+        images.ensure_scheduler_image(control_plane.binaries.kube_scheduler, version)
+    )
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "kube-scheduler-version"},
+        "spec": {
+            "nodeName": real_node.name,
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "kube-scheduler",
+                    "image": f"registry.k8s.io/kube-scheduler:{version}",
+                    "command": ["kube-scheduler", "--version"],
+                }
+            ],
+        },
+    }
+    control_plane.rest.create(f"/api/v1/namespaces/{namespace}/pods", body)
+    wait_phase(control_plane, namespace, "kube-scheduler-version", "Succeeded")
+    printed = pod_logs(control_plane, namespace, "kube-scheduler-version").strip()
+    assert printed == f"Kubernetes {version}"
+
+
+DEVICE_PLUGIN_MANIFEST = ROOT / "deploy" / "fluence-resources.yaml"
+DEVICE_PLUGIN_LABELS = "app.kubernetes.io/name=fluence,app.kubernetes.io/component=deviceplugin"
+
+
+def test_the_shipped_device_plugin_daemonset_serves_the_real_kubelet(
+    control_plane: ControlPlane, real_node: RealNode, fluence: Extender, namespace: str
+) -> None:
+    """deploy/fluence-resources.yaml applied with kubectl: the image built from the
+    Dockerfile runs the device plugin on the real node, whose kubelet then hands a qpu
+    to the quantum example."""
+    real_node.load_image(images.ensure_fluence_image())
+    assert real_node.has_image(images.fluence_image_name())
+    # DaemonSet pods are placed by the default scheduler.
+    scheduler = control_plane.start_scheduler(
+        {"profiles": [{"schedulerName": "default-scheduler"}]}, name="default-scheduler"
+    )
+
+    def plugin_pod() -> dict[str, Any] | None:
+        listed = control_plane.rest.get(
+            "/api/v1/namespaces/kube-system/pods",
+            labelSelector=DEVICE_PLUGIN_LABELS,
+            fieldSelector=f"spec.nodeName={NODE}",
+        )
+        return listed["items"][0] if listed["items"] else None
+
+    try:
+        kubectl(control_plane, "apply", "-f", str(DEVICE_PLUGIN_MANIFEST))
+        pod = wait_for(
+            lambda: (
+                (p := plugin_pod()) is not None
+                and any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in p.get("status", {}).get("conditions", [])
+                )
+                and p
+            ),
+            POD_TIMEOUT_S,
+            "the device plugin's pod to be Ready on the real node",
+            lambda: str(plugin_pod()),
+        )
+        assert pod["spec"]["containers"][0]["image"] == f"fluence:{images.fluence_version()}"
+        wait_for(
+            lambda: allocatable(real_node, QPU) == CAPACITY,
+            60,
+            "the kubelet to report the DaemonSet's qpu devices",
+        )
+        body = quantum_pod("quantum-ds")
+        body["spec"]["containers"][0]["command"] = [
+            "sh",
+            "-c",
+            f'echo "QRMI_BACKEND=$QRMI_BACKEND"; echo "DEVICES=${names.devices_env("qpu")}"',
+        ]
+        control_plane.rest.create(f"/api/v1/namespaces/{namespace}/pods", body)
+        done = wait_phase(control_plane, namespace, "quantum-ds", "Succeeded")
+        backend = done["metadata"]["annotations"][names.ANNOTATION_BACKEND]
+        lines = pod_logs(control_plane, namespace, "quantum-ds").splitlines()
+        assert lines[0] == f"QRMI_BACKEND={backend}"
+        assert lines[1].startswith("DEVICES=qpu"), lines
+        served = pod_logs(control_plane, "kube-system", pod["metadata"]["name"])
+        assert "registered with the kubelet" in served
+    finally:
+        kubectl(control_plane, "delete", "-f", str(DEVICE_PLUGIN_MANIFEST), "--wait=true")
+        wait_for(lambda: plugin_pod() is None, 60, "the device plugin's pod to go")
+        # Stopped by SIGTERM, the plugin removed its sockets: the next plugin starts clean.
+        wait_for(
+            lambda: not list(DEVICE_PLUGIN_DIR.glob("fluence-*.sock")),
+            30,
+            "the DaemonSet plugin's sockets to go",
+        )
+        control_plane.stop_scheduler(scheduler)
+
+
 def test_the_quantum_example_prints_the_backend_fluence_chose(
     control_plane: ControlPlane,
     real_node: RealNode,
@@ -204,18 +325,6 @@ def test_the_quantum_example_prints_the_backend_fluence_chose(
         "fluence to release the finished pod",
         lambda: str(fluence.state()),
     )
-
-
-def registrations(plugin: DevicePluginProcess, resource: str) -> int:
-    """How often the plugin of ``resource`` registered with a kubelet (its log says each time)."""
-    count = 0
-    for line in plugin.logs().splitlines():
-        with contextlib.suppress(ValueError):
-            record = json.loads(line)
-            count += record.get("msg") == "registered with the kubelet" and (
-                record.get("resource") == resource
-            )
-    return count
 
 
 def test_a_kubelet_restart_keeps_pods_and_the_plugin_re_registers(
