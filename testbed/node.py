@@ -180,7 +180,8 @@ class RealNode:
             self._kill_shims()
         self._unmount_below(self.directory)
         subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
-        with contextlib.suppress(KubeApiError):
+        # The control plane may be gone already (or going): then so is the Node object.
+        with contextlib.suppress(KubeApiError, OSError):
             self.control_plane.rest.delete(f"/api/v1/nodes/{self.name}")
         if self._lock is not None:
             self._lock.close()
@@ -410,7 +411,7 @@ class RealNode:
     def _drain(self) -> None:
         """Delete the node's pods and wait until the kubelet has torn their sandboxes down."""
         rest = self.control_plane.rest
-        with contextlib.suppress(KubeApiError):
+        with contextlib.suppress(KubeApiError, OSError):
             pods = rest.get("/api/v1/pods", fieldSelector=f"spec.nodeName={self.name}")
             for pod in pods.get("items", []):
                 meta = pod["metadata"]
