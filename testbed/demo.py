@@ -400,22 +400,14 @@ class Demo:
         config = load_resources(RESOURCES)
         self.resource_names = [names.resource_name(t) for t in sorted(config.types())]
         if self.real_node is not None:
-            # The DaemonSet's pod on the real node: the kubelet's device manager takes it.
-            self.device_plugin = self._process(
-                "fluence-deviceplugin",
-                _console_script("fluence-deviceplugin", "deviceplugin"),
-                _child_env(
-                    resources=str(RESOURCES),
-                    device_plugin_dir=str(DEVICE_PLUGIN_DIR),
-                    http_bind=f"127.0.0.1:{free_port()}",
-                ),
-            )
-            return
-        # Unix socket paths are short (about 107 bytes): keep the directory under /tmp.
-        plugin_dir = Path(tempfile.mkdtemp(prefix="fluence-dp-", dir="/tmp"))
-        self.stack.callback(lambda: _remove_tree(plugin_dir))
-        registry = DevicePluginRegistry(plugin_dir).start()
-        self.stack.callback(registry.stop)
+            # As the DaemonSet's pod on the real node: the kubelet's device manager takes it.
+            plugin_dir = DEVICE_PLUGIN_DIR
+        else:
+            # Unix socket paths are short (about 107 bytes): keep the directory under /tmp.
+            plugin_dir = Path(tempfile.mkdtemp(prefix="fluence-dp-", dir="/tmp"))
+            self.stack.callback(lambda: _remove_tree(plugin_dir))
+            self.registry = DevicePluginRegistry(plugin_dir).start()
+            self.stack.callback(self.registry.stop)
         self.device_plugin = self._process(
             "fluence-deviceplugin",
             _console_script("fluence-deviceplugin", "deviceplugin"),
@@ -425,7 +417,6 @@ class Demo:
                 http_bind=f"127.0.0.1:{free_port()}",
             ),
         )
-        self.registry = registry
 
     def start_device_plugin(self) -> None:
         self.console.step("device plugin: advertise the quantum resources")

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,7 @@ from testbed import ControlPlane, images
 from testbed.binaries import kubernetes_version
 from testbed.node import DEVICE_PLUGIN_DIR, RealNode, missing_requirements, pod_logs
 from tests.e2e.test_extender_e2e import Extender, wait_for
-from tests.e2e.test_webhook_admission import CONFIGS, register, wait_effective
-from tests.integration.test_webhook_process import WebhookProcess
+from tests.e2e.test_webhook_admission import registered_webhook
 from tests.support.deviceplugin_process import DevicePluginProcess
 from tests.support.extender import fluence_scheduler
 
@@ -100,18 +98,10 @@ def fluence(
 ) -> Iterator[Extender]:
     """The webhook, the extender and a kube-scheduler with the fluence profile."""
     workdir = tmp_path_factory.mktemp("real-node")
-    name = f"fluence-webhook-real-{uuid.uuid4().hex[:6]}"
-    with WebhookProcess(
-        workdir, resources=EXAMPLES / "resources.yaml", kubeconfig=control_plane.kubeconfig
-    ) as webhook:
-        register(control_plane, webhook, name)
-        try:
-            wait_effective(control_plane)
-            extender = Extender(workdir, control_plane.kubeconfig)
-            with fluence_scheduler(control_plane, extender):
-                yield extender
-        finally:
-            control_plane.rest.delete(f"{CONFIGS}/{name}")
+    with registered_webhook(control_plane, workdir, "fluence-webhook-real"):
+        extender = Extender(workdir, control_plane.kubeconfig)
+        with fluence_scheduler(control_plane, extender):
+            yield extender
 
 
 def allocatable(node: RealNode, resource: str) -> int:

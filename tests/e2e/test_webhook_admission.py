@@ -7,6 +7,7 @@ One ``fluence-webhook`` process per module, registered by URL with its CA in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -49,12 +50,12 @@ def wait_effective(control_plane: ControlPlane, timeout: float = 30.0) -> None:
     raise AssertionError("the API server never called the webhook")
 
 
-@pytest.fixture(scope="module")
-def webhook(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+@contextlib.contextmanager
+def registered_webhook(
+    control_plane: ControlPlane, workdir: Path, prefix: str = "fluence-webhook-e2e"
 ) -> Iterator[WebhookProcess]:
-    workdir = tmp_path_factory.mktemp("webhook")
-    name = f"fluence-webhook-e2e-{uuid.uuid4().hex[:6]}"
+    """A fluence-webhook process the apiserver calls for pods (until the block ends)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     with WebhookProcess(
         workdir, resources=EXAMPLES / "resources.yaml", kubeconfig=control_plane.kubeconfig
     ) as proc:
@@ -64,6 +65,14 @@ def webhook(
             yield proc
         finally:
             control_plane.rest.delete(f"{CONFIGS}/{name}")
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebhookProcess]:
+    with registered_webhook(control_plane, tmp_path_factory.mktemp("webhook")) as proc:
+        yield proc
 
 
 def quantum_pod(name: str) -> dict[str, Any]:
