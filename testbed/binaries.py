@@ -1,7 +1,7 @@
 """Build and cache etcd and the Kubernetes binaries from the pinned Go module.
 
-etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and the
-kubelet: the real components a user's cluster has, at the release the project
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the
+kubelet and kube-proxy: the real components a user's cluster has, at the release the project
 targets; and KWOK, which plays the kubelet of many simulated nodes.
 
 The binaries come from ``hack/k8s-bins`` (a Go module that pins Kubernetes and
@@ -47,6 +47,7 @@ BUILD_TARGETS = (
     "k8s.io/kubernetes/cmd/kube-scheduler",
     "k8s.io/kubernetes/cmd/kubectl",
     "k8s.io/kubernetes/cmd/kubelet",
+    "k8s.io/kubernetes/cmd/kube-proxy",
     "sigs.k8s.io/kwok/cmd/kwok",
     "./etcd",
 )
@@ -77,6 +78,7 @@ class Binaries:
     kube_scheduler: Path
     kubectl: Path
     kubelet: Path
+    kube_proxy: Path
     kwok: Path
 
     def all(self) -> tuple[Path, ...]:
@@ -87,6 +89,7 @@ class Binaries:
             self.kube_scheduler,
             self.kubectl,
             self.kubelet,
+            self.kube_proxy,
             self.kwok,
         )
 
@@ -151,6 +154,7 @@ def _binaries_in(bin_dir: Path) -> Binaries:
         kube_scheduler=bin_dir / "kube-scheduler",
         kubectl=bin_dir / "kubectl",
         kubelet=bin_dir / "kubelet",
+        kube_proxy=bin_dir / "kube-proxy",
         kwok=bin_dir / "kwok",
     )
 
@@ -193,6 +197,7 @@ def ensure_release(minor: str | None = None, *, log: TextIO | None = None) -> Bi
         kube_scheduler=components.kube_scheduler,
         kubectl=base.kubectl,
         kubelet=base.kubelet,
+        kube_proxy=base.kube_proxy,
         kwok=base.kwok,
     )
 

@@ -30,6 +30,7 @@ from fluence import pki
 from testbed import nodes as fake_nodes
 from testbed.binaries import Binaries, ensure_release
 from testbed.kwok import Kwok
+from testbed.network import host_ip
 from testbed.processes import (
     DEFAULT_GRACE_S,
     ManagedProcess,
@@ -84,6 +85,14 @@ def selected_release(minor: str | None = None) -> Release:
 
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+"""The ``kubernetes`` Service's ClusterIP: the first address of the range."""
+KUBERNETES_SERVICE_NAMES = (
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 CONTROLLERS = (
     "*",
@@ -169,6 +178,7 @@ class ControlPlane(StartStop):
         grace_s: float = DEFAULT_GRACE_S,
         controller_manager: bool = True,
         kubernetes: str | None = None,
+        pod_network: bool = False,
     ) -> None:
         self.release = selected_release(kubernetes)
         self._requested_workdir = Path(workdir) if workdir is not None else None
@@ -186,6 +196,11 @@ class ControlPlane(StartStop):
         self._apiserver: ManagedProcess | None = None
         self._controller_manager: ManagedProcess | None = None
         self.controller_manager = controller_manager
+        self.pod_network = pod_network
+        """Serve pods as a cluster does: the apiserver on this machine's address behind the
+        ``kubernetes`` Service, ServiceAccount tokens in pods, webhooks reached at their
+        endpoints. Needs a real node with kube-proxy to be of use."""
+        self.address = "127.0.0.1"
         self._schedulers: list[SchedulerHandle] = []
         self._scheduler_seq = 0
         self._kwok: Kwok | None = None
@@ -338,7 +353,11 @@ class ControlPlane(StartStop):
     def _write_pki(self) -> None:
         ca = pki.CertificateAuthority("fluence-controlplane-ca")
         ca.write(self.pki_dir, "ca")
-        ca.issue_serving(list(pki.DEFAULT_HOSTS), "kube-apiserver").write(self.pki_dir, "apiserver")
+        hosts = list(pki.DEFAULT_HOSTS)
+        if self.pod_network:
+            self.address = host_ip()
+            hosts += [self.address, KUBERNETES_SERVICE_IP, *KUBERNETES_SERVICE_NAMES]
+        ca.issue_serving(hosts, "kube-apiserver").write(self.pki_dir, "apiserver")
         ca.issue_client("admin", ("system:masters",)).write(self.pki_dir, "admin")
         pki.write_service_account_keys(self.pki_dir)
         self.ca = ca
@@ -387,8 +406,8 @@ class ControlPlane(StartStop):
         argv = [
             str(self._binaries.kube_apiserver),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={'0.0.0.0' if self.pod_network else '127.0.0.1'}",
+            f"--advertise-address={self.address}",
             f"--secure-port={port}",
             f"--cert-dir={d}",
             f"--tls-cert-file={d / 'apiserver.crt'}",
@@ -404,9 +423,7 @@ class ControlPlane(StartStop):
             f"--kubelet-client-certificate={d / 'admin.crt'}",
             f"--kubelet-client-key={d / 'admin.key'}",
             "--kubelet-preferred-address-types=InternalIP",
-            "--endpoint-reconciler-type=none",
-            "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            *(self._pod_network_args() if self.pod_network else self._loopback_args()),
             f"--feature-gates={self.feature_gates}",
             f"--runtime-config={self.release.runtime_config}",
             *self.apiserver_args,
@@ -426,6 +443,27 @@ class ControlPlane(StartStop):
             return True
 
         wait_until(ready, timeout_s=self.start_timeout_s, what="ready", process=self._apiserver)
+
+    @staticmethod
+    def _loopback_args() -> list[str]:
+        """Pods that never run: no endpoints for the apiserver, no tokens, no taints."""
+        return [
+            "--endpoint-reconciler-type=none",
+            "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        ]
+
+    @staticmethod
+    def _pod_network_args() -> list[str]:
+        """Pods that run and call the API: the ``kubernetes`` Service gets this apiserver as
+        its endpoint, pods get ServiceAccount tokens, and webhook Services are called at
+        their pods' addresses (there is no cluster DNS)."""
+        return [
+            "--enable-admission-plugins="
+            "ServiceAccount,MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--disable-admission-plugins=TaintNodesByCondition",
+            "--enable-aggregator-routing=true",
+        ]
 
     # kube-controller-manager ------------------------------------------------------
 

@@ -20,7 +20,6 @@ import fcntl
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from testbed import images
+from testbed.network import host_ip
 from testbed.processes import ManagedProcess, free_port, wait_until
 from testbed.rest import KubeApiError
 
@@ -67,17 +67,6 @@ def missing_requirements() -> str | None:
     ):
         return "no memory cgroup is mounted: the kubelet cannot run pods here"
     return images.missing_tools()
-
-
-def host_ip() -> str:
-    """The address this machine reaches others from (the node's InternalIP)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        # A UDP connect sends nothing: it only asks the kernel for a route.
-        probe.connect(("198.51.100.1", 9))
-        address: str = probe.getsockname()[0]
-    if address.startswith("127."):
-        raise RuntimeError("this machine has no non-loopback IPv4 address for a node")
-    return address
 
 
 @contextlib.contextmanager
@@ -118,6 +107,7 @@ class RealNode:
         self.address = ""
         self.containerd: ManagedProcess | None = None
         self.kubelet: ManagedProcess | None = None
+        self.kube_proxy: ManagedProcess | None = None
         self._lock: contextlib.ExitStack | None = None
 
     def __enter__(self) -> RealNode:
@@ -161,6 +151,8 @@ class RealNode:
             for archive in archives:
                 self.load_image(archive)
             self._start_kubelet()
+            if self.control_plane.pod_network:
+                self._start_kube_proxy()
             self.wait_ready(timeout_s)
         except BaseException:
             self.stop()
@@ -173,6 +165,15 @@ class RealNode:
         if self.kubelet is not None:
             self.kubelet.stop(self.grace_s)
             self.kubelet = None
+        if self.kube_proxy is not None:
+            self.kube_proxy.stop(self.grace_s)
+            self.kube_proxy = None
+            # Its rules would route Service addresses to pods that no longer exist.
+            subprocess.run(
+                [str(self.control_plane.binaries.kube_proxy), "--cleanup"],
+                capture_output=True,
+                check=False,
+            )
         if self.containerd is not None:
             self._remove_containers()
             self.containerd.stop(self.grace_s)
@@ -336,19 +337,9 @@ class RealNode:
         root = self.kubelet_root
         root.mkdir(parents=True, exist_ok=True)
         pki = self.directory / "pki"
-        cp.ca.issue_client(f"system:node:{self.name}", ("system:nodes",)).write(pki, "kubelet")
-        kubeconfig = cp.kubeconfig_dict()
-        kubeconfig["users"] = [
-            {
-                "name": "admin",
-                "user": {
-                    "client-certificate": str(pki / "kubelet.crt"),
-                    "client-key": str(pki / "kubelet.key"),
-                },
-            }
-        ]
-        kubeconfig_path = self.directory / "kubelet.kubeconfig"
-        kubeconfig_path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+        kubeconfig_path = self._client_kubeconfig(
+            f"system:node:{self.name}", ("system:nodes",), "kubelet"
+        )
         config_path = self.directory / "kubelet.yaml"
         config_path.write_text(yaml.safe_dump(self._kubelet_config(), sort_keys=False))
         labels = ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
@@ -365,6 +356,54 @@ class RealNode:
         if labels:
             argv.append(f"--node-labels={labels}")
         self.kubelet = ManagedProcess("kubelet", argv, self.log_path("kubelet"), cwd=root)
+
+    def _client_kubeconfig(self, user: str, groups: tuple[str, ...], stem: str) -> Path:
+        """A kubeconfig with a client certificate for ``user`` in ``groups``."""
+        cp = self.control_plane
+        assert cp.ca is not None
+        pki = self.directory / "pki"
+        cp.ca.issue_client(user, groups).write(pki, stem)
+        kubeconfig = cp.kubeconfig_dict()
+        kubeconfig["users"] = [
+            {
+                "name": "admin",
+                "user": {
+                    "client-certificate": str(pki / f"{stem}.crt"),
+                    "client-key": str(pki / f"{stem}.key"),
+                },
+            }
+        ]
+        path = self.directory / f"{stem}.kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    def _start_kube_proxy(self) -> None:
+        """Service addresses (the ``kubernetes`` Service first) routed by iptables rules."""
+        # system:kube-proxy is bound to system:node-proxier by the default RBAC policy.
+        kubeconfig = self._client_kubeconfig("system:kube-proxy", (), "kube-proxy")
+        config = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "hostnameOverride": self.name,
+            "mode": "iptables",
+            "clusterCIDR": POD_SUBNET,
+            "bindAddress": self.address,
+            "healthzBindAddress": f"127.0.0.1:{free_port()}",
+            "metricsBindAddress": f"127.0.0.1:{free_port()}",
+            # The machine's conntrack and localhost sysctls are not the node's to change.
+            "conntrack": {"maxPerCore": 0},
+            "iptables": {"localhostNodePorts": False},
+        }
+        path = self.directory / "kube-proxy.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.kube_proxy = ManagedProcess(
+            "kube-proxy",
+            [str(self.control_plane.binaries.kube_proxy), f"--config={path}", "--v=2"],
+            self.log_path("kube-proxy"),
+            cwd=self.directory,
+        )
 
     def _kubelet_config(self) -> dict[str, Any]:
         cp = self.control_plane
