@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
@@ -10,20 +11,24 @@ def api_client(
 ) -> Any:
     """An ``ApiClient`` for the cluster.
 
-    ``kubeconfig`` is a file path; ``""`` means the pod's in-cluster service
-    account (how the binaries run), ``None`` the user's default kubeconfig
-    (``$KUBECONFIG`` or ``~/.kube/config``, how the kubectl plugin runs).
+    ``kubeconfig`` is a file path; ``None`` means the user's default kubeconfig
+    (``$KUBECONFIG`` or ``~/.kube/config``, how the kubectl plugin runs); ``""``
+    means the pod's in-cluster service account when run in a pod (how the binaries
+    run), else the default kubeconfig, as kubectl would (how an operator runs
+    ``fluence-webhook certs`` from a workstation).
     ``connections`` caps the connection pool, which must hold every watch
     stream a binary keeps open plus room for its other calls.
     """
     from kubernetes import client, config
 
     configuration = client.Configuration()
-    if kubeconfig == "":
+    if kubeconfig == "" and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
         config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, context=context, client_configuration=configuration
+            config_file=kubeconfig or os.environ.get("KUBECONFIG") or None,
+            context=context,
+            client_configuration=configuration,
         )
     if connections is not None:
         configuration.connection_pool_maxsize = connections

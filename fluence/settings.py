@@ -50,7 +50,9 @@ class ServerSettings(BinarySettings):
     """Fields of the binaries that serve HTTP and talk to the API server (extender, webhook)."""
 
     kubeconfig: str = Field(
-        default="", description="kubeconfig file; empty: the in-cluster service account."
+        default="",
+        description="kubeconfig file; empty: the in-cluster service account in a pod, else "
+        "$KUBECONFIG or ~/.kube/config.",
     )
     http2: bool = Field(
         default=True,

@@ -375,7 +375,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--secret", help="kubernetes.io/tls Secret in --namespace (the CA goes to SECRET-ca)"
     )
     parser.add_argument("--webhook-config", help="MutatingWebhookConfiguration to give the CA")
-    parser.add_argument("--kubeconfig", default="", help="kubeconfig; empty means in-cluster")
+    parser.add_argument(
+        "--kubeconfig",
+        default="",
+        help="kubeconfig (default: in-cluster in a pod, else $KUBECONFIG)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
