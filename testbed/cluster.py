@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import ssl
+import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -218,6 +219,20 @@ class ControlPlane(StartStop):
         if self._binaries is None:
             raise RuntimeError("the control plane is not started; call start() first")
         return self._binaries
+
+    def kubectl(self, *args: str, timeout_s: float = 300.0) -> str:
+        """Run the real kubectl as this cluster's admin, as a user would; its output, or
+        a RuntimeError carrying what it printed."""
+        done = subprocess.run(
+            [str(self.binaries.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout_s,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {done.stdout}{done.stderr}".strip())
+        return done.stdout
 
     @property
     def workdir(self) -> Path:

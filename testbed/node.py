@@ -48,6 +48,7 @@ REQUIRED_COMMANDS = {"containerd": "containerd", "ctr": "containerd", "runc": "r
 READY_TIMEOUT_S = 120.0
 DRAIN_TIMEOUT_S = 60.0
 SOCKET_PATH_MAX = 100
+IMPORT_TIMEOUT_S = 600.0
 
 
 def missing_requirements() -> str | None:
@@ -289,23 +290,35 @@ class RealNode:
             ],
         }
 
-    def _ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def _ctr(self, *args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["ctr", f"--address={self.containerd_socket}", f"--namespace={NAMESPACE}", *args],
             capture_output=True,
             text=True,
             check=False,
-            timeout=120,
+            timeout=timeout_s,
         )
 
     def load_image(self, archive: Path) -> None:
         """Import an OCI archive (see :mod:`testbed.images`) into the node's image store."""
-        done = self._ctr("images", "import", "--snapshotter=overlayfs", str(archive))
+        # Unpacking the fluence image takes tens of seconds, minutes on a busy machine.
+        done = self._ctr(
+            "images", "import", "--snapshotter=overlayfs", str(archive), timeout_s=IMPORT_TIMEOUT_S
+        )
         if done.returncode != 0:
             raise RuntimeError(f"ctr could not import {archive}: {done.stderr.strip()}")
 
     def has_image(self, name: str) -> bool:
         return name in self._ctr("images", "list", "--quiet").stdout.split()
+
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's process, as a crash or the OOM killer would; what follows
+        (a restart, a failed pod) is the kubelet's call. ``container_id`` as a pod's
+        status gives it (``containerd://<id>``) or bare."""
+        bare = container_id.removeprefix("containerd://")
+        done = self._ctr("tasks", "kill", "--signal=SIGKILL", bare)
+        if done.returncode != 0:
+            raise RuntimeError(f"ctr could not kill {bare}: {done.stderr.strip()}")
 
     def _remove_containers(self) -> None:
         """What the drain left: kill and delete every task and container."""
@@ -491,11 +504,6 @@ class RealNode:
 
 def pod_logs(control_plane: ControlPlane, namespace: str, name: str, container: str = "") -> str:
     """A container's output, as ``kubectl logs`` reads it (through the kubelet)."""
-    argv = [str(control_plane.binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}"]
-    argv += ["logs", "-n", namespace, name]
-    if container:
-        argv += ["-c", container]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
-    if done.returncode != 0:
-        raise RuntimeError(f"kubectl logs {namespace}/{name}: {done.stderr.strip()}")
-    return done.stdout
+    return control_plane.kubectl(
+        "logs", "-n", namespace, name, *(["-c", container] if container else []), timeout_s=60
+    )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +52,15 @@ WEBHOOK = rights(
     ("subjectaccessreviews.authorization.k8s.io", "create"),  # webhook.gang
 )
 DEVICEPLUGIN: set[Right] = set()  # it talks to its kubelet only
+CERTS = rights(  # the chart's certificate CronJob, without cert-manager
+    ("secrets", "create"),  # webhook.certs (first run)
+    ("secrets/fluence-webhook-tls", "get update"),  # webhook.certs
+    ("secrets/fluence-webhook-tls-ca", "get update"),  # webhook.certs
+    (  # webhook.certs (caBundle)
+        "mutatingwebhookconfigurations.admissionregistration.k8s.io/fluence-webhook",
+        "get patch",
+    ),
+)
 
 
 _ROW = re.compile(r"^(\S*)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
@@ -60,25 +68,17 @@ _ROW = re.compile(r"^(\S*)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
 
 def can_i_list(control_plane: ControlPlane, account: str) -> set[Right]:
     """``kubectl auth can-i --list`` for a ServiceAccount of kube-system, as (resource, verb)."""
-    done = subprocess.run(
-        [
-            str(control_plane.binaries.kubectl),
-            "--kubeconfig",
-            str(control_plane.kubeconfig),
-            "auth",
-            "can-i",
-            "--list",
-            "--namespace",
-            NAMESPACE,
-            f"--as=system:serviceaccount:{NAMESPACE}:{account}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    listed = control_plane.kubectl(
+        "auth",
+        "can-i",
+        "--list",
+        "--namespace",
+        NAMESPACE,
+        f"--as=system:serviceaccount:{NAMESPACE}:{account}",
+        timeout_s=60,
     )
-    assert done.returncode == 0, done.stderr
     found: set[Right] = set()
-    for line in done.stdout.splitlines()[1:]:
+    for line in listed.splitlines()[1:]:
         match = _ROW.match(line)
         assert match, f"unexpected kubectl output: {line!r}"
         resource, urls, names, verbs = match.groups()
@@ -113,65 +113,73 @@ def collection(doc: dict[str, Any]) -> str:
     }[kind]
 
 
-@pytest.fixture(scope="module")
-def applied(control_plane: ControlPlane) -> Iterator[None]:
-    made: list[str] = []
-    docs = shipped_rbac()
-    stock = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": "plain-kube-scheduler", "namespace": NAMESPACE},
-    }
-    nobody = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": "bound-to-nothing", "namespace": NAMESPACE},
-    }
-    # A kube-scheduler as Kubernetes ships it (kubeadm binds the same three roles).
-    bindings = [
+def reference_accounts() -> list[dict[str, Any]]:
+    """Two yardsticks in kube-system: an account bound to nothing (what everyone may do)
+    and a kube-scheduler bound as Kubernetes ships it (kubeadm binds the same three roles)."""
+    account = "plain-kube-scheduler"
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+    docs: list[dict[str, Any]] = [
         {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"plain-kube-scheduler-{role.split(':')[-1]}"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": role,
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": "plain-kube-scheduler", "namespace": NAMESPACE}
-            ],
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": NAMESPACE},
         }
-        for role in ("system:kube-scheduler", "system:volume-scheduler")
+        for name in (account, "bound-to-nothing")
     ]
-    bindings.append(
+    for role in ("system:kube-scheduler", "system:volume-scheduler"):
+        docs.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"{account}-{role.split(':')[-1]}"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": role,
+                },
+                "subjects": subject,
+            }
+        )
+    docs.append(
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": {"name": "plain-kube-scheduler-auth-reader", "namespace": NAMESPACE},
+            "metadata": {"name": f"{account}-auth-reader", "namespace": NAMESPACE},
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "Role",
                 "name": "extension-apiserver-authentication-reader",
             },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": "plain-kube-scheduler", "namespace": NAMESPACE}
-            ],
+            "subjects": subject,
         }
     )
-    for doc in [*docs, stock, nobody, *bindings]:
-        path = collection(doc)
-        control_plane.rest.create_or_replace(path, doc)
-        made.append(f"{path}/{doc['metadata']['name']}")
-    yield
-    for path in reversed(made):
-        with contextlib.suppress(KubeApiError):
-            control_plane.rest.delete(path)
+    return docs
 
 
-def test_each_identity_has_exactly_the_rights_its_code_uses(
-    control_plane: ControlPlane, applied: None
-) -> None:
+@contextlib.contextmanager
+def created(control_plane: ControlPlane, docs: list[dict[str, Any]]) -> Iterator[None]:
+    made: list[str] = []
+    try:
+        for doc in docs:
+            path = collection(doc)
+            control_plane.rest.create_or_replace(path, doc)
+            made.append(f"{path}/{doc['metadata']['name']}")
+        yield
+    finally:
+        for path in reversed(made):
+            with contextlib.suppress(KubeApiError):
+                control_plane.rest.delete(path)
+
+
+@pytest.fixture(scope="module")
+def applied(control_plane: ControlPlane) -> Iterator[None]:
+    with created(control_plane, [*shipped_rbac(), *reference_accounts()]):
+        yield
+
+
+def assert_rights_as_used(control_plane: ControlPlane) -> None:
+    """Each fluence identity in kube-system may do what its code does and no more
+    (:func:`reference_accounts` must exist)."""
     everyone = can_i_list(control_plane, "bound-to-nothing")
     plain_scheduler = can_i_list(control_plane, "plain-kube-scheduler")
     scheduler = can_i_list(control_plane, "fluence-scheduler")
@@ -187,6 +195,12 @@ def test_each_identity_has_exactly_the_rights_its_code_uses(
     assert lease <= scheduler
     assert can_i_list(control_plane, "fluence-webhook") - everyone == WEBHOOK
     assert can_i_list(control_plane, "fluence-deviceplugin") - everyone == DEVICEPLUGIN
+
+
+def test_each_identity_has_exactly_the_rights_its_code_uses(
+    control_plane: ControlPlane, applied: None
+) -> None:
+    assert_rights_as_used(control_plane)
 
 
 def test_the_extenders_own_role_grants_nothing_the_code_does_not_use() -> None:

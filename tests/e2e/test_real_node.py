@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -232,7 +231,7 @@ def test_the_shipped_device_plugin_daemonset_serves_the_real_kubelet(
         return listed["items"][0] if listed["items"] else None
 
     try:
-        kubectl(control_plane, "apply", "-f", str(DEVICE_PLUGIN_MANIFEST))
+        control_plane.kubectl("apply", "-f", str(DEVICE_PLUGIN_MANIFEST))
         pod = wait_for(
             lambda: (
                 (p := plugin_pod()) is not None
@@ -267,7 +266,7 @@ def test_the_shipped_device_plugin_daemonset_serves_the_real_kubelet(
         served = pod_logs(control_plane, "kube-system", pod["metadata"]["name"])
         assert "registered with the kubelet" in served
     finally:
-        kubectl(control_plane, "delete", "-f", str(DEVICE_PLUGIN_MANIFEST), "--wait=true")
+        control_plane.kubectl("delete", "-f", str(DEVICE_PLUGIN_MANIFEST), "--wait=true")
         wait_for(lambda: plugin_pod() is None, 60, "the device plugin's pod to go")
         # Stopped by SIGTERM, the plugin removed its sockets: the next plugin starts clean.
         wait_for(
@@ -356,19 +355,6 @@ def test_a_kubelet_restart_keeps_pods_and_the_plugin_re_registers(
     assert fluence.state()["pods"][f"{namespace}/long"] == before
 
 
-def kubectl(control_plane: ControlPlane, *args: str) -> str:
-    """Run the real kubectl as a user would; its output, or a failure with its stderr."""
-    done = subprocess.run(
-        [str(control_plane.binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stdout}{done.stderr}"
-    return done.stdout
-
-
 def test_a_drained_node_is_released_and_its_pod_placed_elsewhere(
     control_plane: ControlPlane,
     real_node: RealNode,
@@ -376,7 +362,7 @@ def test_a_drained_node_is_released_and_its_pod_placed_elsewhere(
     namespace: str,
 ) -> None:
     label = f"fluence-e2e/drain={namespace}"
-    kubectl(control_plane, "label", "node", NODE, label)
+    control_plane.kubectl("label", "node", NODE, label)
     spare: list[str] = []
     try:
         deployment = {
@@ -426,7 +412,7 @@ def test_a_drained_node_is_released_and_its_pod_placed_elsewhere(
             1, prefix=f"{namespace}-spare-", labels={"fluence-e2e/drain": namespace}
         )
 
-        kubectl(control_plane, "drain", NODE, "--ignore-daemonsets", "--force", "--timeout=90s")
+        control_plane.kubectl("drain", NODE, "--ignore-daemonsets", "--force", "--timeout=90s")
         moved = wait_for(
             lambda: [
                 p
@@ -450,7 +436,7 @@ def test_a_drained_node_is_released_and_its_pod_placed_elsewhere(
         node = control_plane.rest.get(f"/api/v1/nodes/{NODE}")
         assert node["spec"].get("unschedulable") is True
     finally:
-        kubectl(control_plane, "uncordon", NODE)
-        kubectl(control_plane, "label", "node", NODE, "fluence-e2e/drain-")
+        control_plane.kubectl("uncordon", NODE)
+        control_plane.kubectl("label", "node", NODE, "fluence-e2e/drain-")
         for name in spare:
             control_plane.delete_node(name)

@@ -25,7 +25,8 @@ for arg in "$@"; do
   if [ "$prev" = "-o" ]; then out="$arg"; fi
   prev="$arg"
 done
-for name in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy kwok; do
+for name in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet \\
+    kube-proxy kwok; do
   printf '#!/bin/sh\\n' > "$out/$name"; chmod +x "$out/$name"
 done
 """
