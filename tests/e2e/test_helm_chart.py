@@ -76,6 +76,28 @@ def test_defaults_render_the_objects_of_the_plain_manifests() -> None:
     assert extender["FLUENCE_MATCH_POLICY"] == "first"
 
 
+def probes(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    found = {}
+    for d in docs:
+        if d["kind"] in ("Deployment", "DaemonSet"):
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
+                    if kind in c:
+                        found[f"{d['metadata']['name']}/{c['name']}/{kind}"] = c[kind]
+    return found
+
+
+def test_every_probe_allows_a_busy_node_more_than_the_default_second() -> None:
+    """A webhook or extender probe timing out at 1 s on a loaded node takes it out of
+    service (every fluence pod create then fails) or restarts it."""
+    plain = probes([d for path in PLAIN for d in documents(path.read_text())])
+    chart = probes(documents(template(CHART)))
+    assert plain and plain.keys() == chart.keys()
+    for where, found in (("plain", plain), ("chart", chart)):
+        short = {k: p.get("timeoutSeconds", 1) for k, p in found.items()}
+        assert all(t >= 5 for t in short.values()), (where, short)
+
+
 def test_values_change_what_they_name() -> None:
     off = documents(template(CHART, *VARIANTS["cert-manager-off"]))
     kinds = {d["kind"] for d in off}

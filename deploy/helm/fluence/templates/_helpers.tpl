@@ -35,4 +35,6 @@ exec:
     - python
     - -c
     - "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:{{ .root.Values.extender.service.port }}{{ .path }}', timeout=3).status != 200)"
+# Starting Python takes more than the default 1 s on a busy node.
+timeoutSeconds: 5
 {{- end -}}
