@@ -16,6 +16,7 @@ with the reason, and fail under CI.
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import secrets
 import subprocess
@@ -282,7 +283,6 @@ def test_each_binary_runs_from_the_built_image_under_its_own_service_account(
         on_node = [p for p in pods if p["spec"].get("nodeName") == NODE]
         assert on_node, f"no {component} pod on the real node: {pods}"
         for pod in on_node:
-            assert _ready(pod), pod["status"]
             assert pod["spec"]["serviceAccountName"] == account
             images_run = {c["name"]: c["image"] for c in pod["spec"]["containers"]}
             if component == "scheduler":
@@ -293,7 +293,9 @@ def test_each_binary_runs_from_the_built_image_under_its_own_service_account(
             else:
                 assert set(images_run.values()) == {fluence_image}
     # The scheduler loads the shipped KubeSchedulerConfiguration (the ConfigMap), and
-    # neither it nor any fluence binary was refused anything by the API server.
+    # once serving, neither it nor any fluence binary was refused anything by the API
+    # server. (Before: a pod may start before the apiserver's RBAC cache has the bindings
+    # applied with it, and list again once it has.)
     scheduler = installed.component_pods("scheduler")[0]
     volumes = {v["name"]: v for v in scheduler["spec"]["volumes"]}
     assert volumes["scheduler-config"]["configMap"]["name"] == "fluence-scheduler-config"
@@ -301,9 +303,29 @@ def test_each_binary_runs_from_the_built_image_under_its_own_service_account(
         for pod in installed.component_pods(component):
             if pod["spec"].get("nodeName") != NODE:
                 continue
+            name = pod["metadata"]["name"]
+            ready = functools.partial(_pod_ready, installed, name)
+            wait_for(ready, 60, f"{name} to be Ready")
+            ready_at = _ready_since(installed.pod(SYSTEM, name))
             for container in pod["spec"]["containers"]:
-                logs = pod_logs(installed.cp, SYSTEM, pod["metadata"]["name"], container["name"])
-                assert "forbidden" not in logs.lower(), (container["name"], logs[-2000:])
+                logs = installed.kubectl(
+                    "logs", "-n", SYSTEM, name, "-c", container["name"], "--timestamps"
+                )
+                serving = [line for line in logs.splitlines() if line[:19] > ready_at[:19]]
+                refused = [line for line in serving if "forbidden" in line.lower()]
+                assert not refused, (name, container["name"], refused[:5])
+
+
+def _pod_ready(installed: Installed, name: str) -> bool:
+    return _ready(installed.pod(SYSTEM, name))
+
+
+def _ready_since(pod: dict[str, Any]) -> str:
+    """When the pod last became Ready (RFC 3339, as log timestamps are)."""
+    for c in pod.get("status", {}).get("conditions", []):
+        if c["type"] == "Ready" and c["status"] == "True":
+            return str(c["lastTransitionTime"])
+    raise AssertionError(f"{pod['metadata']['name']} is not Ready")
 
 
 def test_the_installed_identities_may_do_what_their_code_does_and_no_more(
