@@ -365,7 +365,8 @@ def _on_simulated_nodes(template: dict[str, Any], exit_after: str = "2s") -> Non
     annotations[ANNOTATION_EXIT_AFTER] = exit_after
 
 
-def _gang_pod(name: str, group: str, cpu: int | str, *, succeeds: bool) -> dict[str, Any]:
+def _gang_pod(name: str, group: str, cpu: int | str) -> dict[str, Any]:
+    """A member of a native gang that succeeds on a KWOK node shortly after it starts."""
     pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -385,8 +386,6 @@ def _gang_pod(name: str, group: str, cpu: int | str, *, succeeds: bool) -> dict[
         },
     }
     _on_simulated_nodes(pod)
-    if not succeeds:
-        pod["metadata"]["annotations"] = {}
     return pod
 
 
@@ -414,9 +413,7 @@ def test_a_job_gang_and_a_native_podgroup_gang_run_to_completion_and_are_release
 ) -> None:
     job = yaml.safe_load((EXAMPLES / "job-gang.yaml").read_text())
     _on_simulated_nodes(job["spec"]["template"])
-    gang = [_podgroup("native", 2)] + [
-        _gang_pod(f"native-{i}", "native", 1, succeeds=True) for i in range(2)
-    ]
+    gang = [_podgroup("native", 2)] + [_gang_pod(f"native-{i}", "native", 1) for i in range(2)]
     _apply(installed, [job, *gang], "gangs")
     installed.kubectl(
         "-n", NS, "wait", "--for=condition=Complete", f"--timeout={TIMEOUT_S:.0f}s", "job/job-gang"
@@ -433,7 +430,7 @@ def test_a_job_gang_and_a_native_podgroup_gang_run_to_completion_and_are_release
         assert pod["status"]["phase"] == "Succeeded"
     # Released: a gang needing every simulated node whole is placed at once.
     full = [_podgroup("full", KWOK_NODES)] + [
-        _gang_pod(f"full-{i}", "full", FULL_CPU, succeeds=True) for i in range(KWOK_NODES)
+        _gang_pod(f"full-{i}", "full", FULL_CPU) for i in range(KWOK_NODES)
     ]
     _apply(installed, full, "full")
     wait_for(
