@@ -51,6 +51,8 @@ class GroupRef:
     """Its PodGroup lets its pods be preempted one at a time; else only the whole group."""
     preempts: bool = True
     """False when its PodGroup's ``preemptionPolicy`` is ``Never``."""
+    unknown: bool = False
+    """Its pods name a PodGroup (``spec.schedulingGroup``) not known yet: its quorum is too."""
 
     @property
     def single(self) -> bool:
@@ -129,6 +131,7 @@ def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
         priority=native.spec.priority if native is not None else None,
         singly=native is not None and native.disrupted_singly,
         preempts=native is None or native.spec.preemption_policy != "Never",
+        unknown=source == NATIVE and pg is None,
     )
 
 

@@ -157,6 +157,13 @@ class Scheduler:
 
         ref = groups.identify(pod, self.view.podgroup)
         span.set_attribute("group", ref.key)
+        if ref.unknown:
+            # As kube-scheduler's gang plugin: no member goes before its PodGroup (and quorum)
+            # is known, so a PodGroup the watch has not delivered yet never splits a gang.
+            # An error, not failed nodes: kube-scheduler may have seen the PodGroup already
+            # (its add event spent), and it retries an error after its back-off whatever
+            # happens, where it would keep a pod whose nodes failed until the next event.
+            return FilterOutcome(error=f"waiting for PodGroup {ref.key} to exist")
         members = self._members(pod, ref)
         if len(members) < ref.min_count:
             missing = ref.min_count - len(members)

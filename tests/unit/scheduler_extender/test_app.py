@@ -154,6 +154,22 @@ def test_quorum_is_awaited_before_matching() -> None:
     assert p.key == "default/w0"
 
 
+def test_a_gang_whose_podgroup_is_not_known_yet_waits_for_it() -> None:
+    """Two members are visible but not their PodGroup: nothing is placed, not even a part."""
+    env = Env([make_node("a"), make_node("b")])
+    for i in range(2):
+        env.cluster.add(make_pod(f"w{i}", group="g", raw=True))
+    out = env.filter(make_pod("w0", group="g", raw=True), ["a", "b"])
+    # An error kube-scheduler retries after its back-off, not nodes that failed.
+    assert out["Error"] == "waiting for PodGroup default/g to exist"
+    assert not out.get("NodeNames") and not out.get("FailedNodes")
+    assert env.state()["pods"] == {}
+    env.cluster.add_group("g", 2)
+    out = env.filter(make_pod("w0", group="g", raw=True), ["a", "b"])
+    assert len(out["NodeNames"]) == 1
+    assert sorted(env.state()["pods"]) == ["default/w0", "default/w1"]
+
+
 def test_never_fits_is_unresolvable_and_other_schedulers_pass_through() -> None:
     env = Env([make_node("a", cpu="2")])
     out = env.filter(make_pod("huge", cpu="3", raw=True), ["a"])
