@@ -64,7 +64,16 @@ SERVICE_ACCOUNTS = {
     "webhook": "fluence-webhook",
     "deviceplugin": "fluence-deviceplugin",
 }
-"""The ServiceAccount each shipped component runs under."""
+"""The ServiceAccount each shipped component's pod runs under."""
+CONTAINER_ACCOUNTS = {
+    ("scheduler", "kube-scheduler"): "fluence-scheduler",
+    ("scheduler", "extender"): "fluence-extender",
+    ("webhook", "webhook"): "fluence-webhook",
+    ("deviceplugin", "deviceplugin"): None,
+}
+"""Whose token each container holds (None: none; the device plugin talks to its kubelet)."""
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where in-cluster clients read their token."""
 
 
 @dataclass
@@ -305,7 +314,8 @@ def test_each_binary_runs_from_the_built_image_under_its_own_service_account(
                 continue
             name = pod["metadata"]["name"]
             ready = functools.partial(_pod_ready, installed, name)
-            wait_for(ready, 60, f"{name} to be Ready")
+            why = functools.partial(_why_not_ready, installed, name)
+            wait_for(ready, 60, f"{name} to be Ready", why)
             ready_at = _ready_since(installed.pod(SYSTEM, name))
             for container in pod["spec"]["containers"]:
                 logs = installed.kubectl(
@@ -314,6 +324,52 @@ def test_each_binary_runs_from_the_built_image_under_its_own_service_account(
                 serving = [line for line in logs.splitlines() if line[:19] > ready_at[:19]]
                 refused = [line for line in serving if "forbidden" in line.lower()]
                 assert not refused, (name, container["name"], refused[:5])
+
+
+def _container_identity(installed: Installed, pod: dict[str, Any], container: str) -> str | None:
+    """Who the API server takes the token a container reads for: its volume, read from the
+    kubelet's directory on the real node, reviewed by the API server."""
+    spec = next(c for c in pod["spec"]["containers"] if c["name"] == container)
+    mounts = [m for m in spec.get("volumeMounts", []) if m["mountPath"] == TOKEN_DIR]
+    if not mounts:
+        return None
+    (mount,) = mounts
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+    plugin = "kubernetes.io~projected" if "projected" in volume else "kubernetes.io~secret"
+    volumes = installed.node.kubelet_root / "pods" / pod["metadata"]["uid"] / "volumes"
+    token = (volumes / plugin / volume["name"] / "token").read_text()
+    review = installed.cp.rest.create(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
+    )
+    assert review["status"].get("authenticated"), review["status"]
+    return str(review["status"]["user"]["username"])
+
+
+def test_each_container_holds_only_its_own_accounts_token(installed: Installed) -> None:
+    """The extender shares the scheduler's pod, not its identity: each container mounts
+    the token of its own account and no other."""
+    for (component, container), account in CONTAINER_ACCOUNTS.items():
+        pods = [p for p in installed.component_pods(component) if p["spec"].get("nodeName") == NODE]
+        assert pods, f"no {component} pod on the real node"
+        for pod in pods:
+            expected = None if account is None else f"system:serviceaccount:{SYSTEM}:{account}"
+            assert _container_identity(installed, pod, container) == expected, (
+                pod["metadata"]["name"],
+                container,
+            )
+
+
+def _why_not_ready(installed: Installed, name: str) -> str:
+    """The pod's conditions, container states and events, for a pod that stays unready."""
+    status = installed.pod(SYSTEM, name).get("status", {})
+    events = installed.kubectl(
+        "get", "events", "-n", SYSTEM, f"--field-selector=involvedObject.name={name}"
+    )
+    return (
+        f"conditions: {status.get('conditions')}\n"
+        f"containers: {status.get('containerStatuses')}\nevents:\n{events}"
+    )
 
 
 def _pod_ready(installed: Installed, name: str) -> bool:

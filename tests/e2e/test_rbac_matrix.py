@@ -183,16 +183,14 @@ def assert_rights_as_used(control_plane: ControlPlane) -> None:
     everyone = can_i_list(control_plane, "bound-to-nothing")
     plain_scheduler = can_i_list(control_plane, "plain-kube-scheduler")
     scheduler = can_i_list(control_plane, "fluence-scheduler")
-    # The extender shares the scheduler pod's account: every call of its code is allowed...
-    assert scheduler >= EXTENDER, sorted(EXTENDER - scheduler)
-    # ...and fluence adds to a stock kube-scheduler only what the extender uses (plus the
-    # leader election lease under fluence's own name).
-    added = scheduler - plain_scheduler - everyone
+    # kube-scheduler runs with a stock kube-scheduler's rights plus its leader election
+    # lease under fluence's own name...
     lease = {("leases.coordination.k8s.io", "create")} | {
         ("leases.coordination.k8s.io/fluence-scheduler", v) for v in ("get", "update")
     }
-    assert added - lease <= EXTENDER, sorted(added - lease - EXTENDER)
-    assert lease <= scheduler
+    assert scheduler - everyone == (plain_scheduler - everyone) | lease
+    # ...and the extender beside it under its own account, with exactly what its code calls.
+    assert can_i_list(control_plane, "fluence-extender") - everyone == EXTENDER
     assert can_i_list(control_plane, "fluence-webhook") - everyone == WEBHOOK
     assert can_i_list(control_plane, "fluence-deviceplugin") - everyone == DEVICEPLUGIN
 
