@@ -29,12 +29,12 @@ struct MatcherOptions {
     // dominant subsystem's tree; the others named are not walked.
     std::string subsystems = "CA";
     // Shortcuts that change no result, only the work done: bookkeeping below
-    // whole nodes done when first needed (deferred_holds.cpp), hidden
-    // aggregates of the leaf types to skip subtrees that lack them, and an
-    // update walk that visits only the chosen children of a wide vertex. Off
-    // is for checking that they change nothing.
+    // whole nodes done when first needed (DeferredHolds), hidden aggregates
+    // of the leaf types to skip subtrees that lack them (HiddenAggregates),
+    // and an update walk that visits only the chosen children of a wide
+    // vertex (WideEdgeLists). Off is for checking that they change nothing.
     bool shortcuts = true;
-    // Subtree memos (subtree_memo.cpp), part of the shortcuts; off alone is
+    // Subtree memos (SubtreeMemos), part of the shortcuts; off alone is
     // for checking that they change nothing, traversal counts included.
     bool memos = true;
     // resource-query answers `info` and counts in `stat` for cancelled jobs, so

@@ -88,7 +88,7 @@ bool Traverser::cancel(int64_t jobid, const std::vector<int> *listed) {
     // Counts of this walk, reported by resource-query's `cancel ... stats`.
     preorder_ = postorder_ = 0;
     if (g_.root >= 0 && V(g_.root).tags.count(jobid)) {
-        if (listed && !listed->empty() && defer_ && !shared_)
+        if (listed && !listed->empty() && holds_.enabled() && !shared_)
             mod_listed(jobid, *listed);
         else
             mod_dfv(g_.root, jobid);
@@ -119,7 +119,7 @@ bool Traverser::partial_cancel(int64_t jobid, const std::vector<int> &listed, bo
         if (it == a.job2span.end()) continue;
         bool removed = false;
         a.subplan->reduce_span(it->second, relevant_counts(*a.subplan, kv.second), removed,
-                               hidden_counts(*a.subplan, kv.second));
+                               hidden_.amounts(*a.subplan, kv.second));
         if (!removed) continue;
         a.job2span.erase(it);
         a.tags.erase(jobid);

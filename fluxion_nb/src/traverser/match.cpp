@@ -156,9 +156,9 @@ void Traverser::initialize() {
     // The shortcuts reason about trees: a vertex with several parents (shared
     // storage) is counted and visited under whichever comes first.
     shared_ = g_.has_shared_children();
-    shadow_valid_ = false;
-    if (defer_) build_shadow_order();  // off the match's clock
-    size_memos();
+    holds_.order().invalidate();
+    if (holds_.enabled()) holds_.order().build(g_, shared_);  // off the match's clock
+    memos_.resize(g_, shared_);
     ++epoch_;
     if (g_.root < 0) return;
     TypeCounts from;
@@ -293,45 +293,11 @@ bool Traverser::by_subplan(const JobMeta &m, int u, const Resource &r) {
             return false;
         }
     }
-    return !hidden_prune_ || by_hidden(m, *x.subplan, r);
-}
-
-bool Traverser::by_hidden(const JobMeta &m, const PlannerMulti &p, const Resource &r) {
-    for (size_t j = 0; j < p.hidden_size(); ++j) {
-        auto need = r.user_data.find(p.hidden_type_at(j));
-        if (need == r.user_data.end() || need->second <= 0) continue;
-        const Planner &h = p.hidden_at(j);
-        if (need->second > h.total()) {
-            errno_ = MatchErr::Range;
-            return false;
-        }
-        if (m.alloc_type == AllocType::Satisfiability) continue;
-        if (!h.fits_during(m.at, m.duration, need->second)) {
-            errno_ = MatchErr::Busy;
-            return false;
-        }
-    }
-    return true;
-}
-
-const std::vector<int64_t> &Traverser::hidden_counts(const PlannerMulti &p, const TypeCounts &m) {
-    hidden_counts_.resize(p.hidden_size());
-    for (size_t j = 0; j < p.hidden_size(); ++j) hidden_counts_[j] = count_of(m, p.hidden_type_at(j));
-    return hidden_counts_;
-}
-
-// Hidden aggregates may only skip subtrees whose walk would have found
-// nothing and said nothing: not with jobspecs whose walk can stop on an
-// error (sibling resources of one type, an explicit non-exclusive request).
-bool Traverser::plain_request(const std::vector<Resource> &rs) {
-    std::set<int> types;
-    bool slot = false;
-    for (const auto &r : rs) {
-        if (r.exclusive == Tristate::False || !types.insert(r.type).second) return false;
-        slot = slot || r.type == g_.types.slot;
-        if (!plain_request(r.with)) return false;
-    }
-    return !slot || rs.size() == 1;
+    if (!hidden_.active()) return true;
+    MatchErr hidden = HiddenAggregates::check(m, *x.subplan, r.user_data);
+    if (hidden == MatchErr::None) return true;
+    errno_ = hidden;
+    return false;
 }
 
 bool Traverser::prune(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs) {
@@ -703,7 +669,7 @@ int Traverser::dom_slot(const JobMeta &m, int u, const std::vector<Resource> &sh
 
 int Traverser::dom_dfv(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine,
                        bool *excl, Scoring &to_parent) {
-    if (memo_active() && static_cast<size_t>(u) < memo_big_.size() && memo_big_[static_cast<size_t>(u)])
+    if (memo_active() && memos_.worth(u))
         return dom_dfv_memo(m, u, rs, pristine, excl, to_parent);
     return dom_dfv_walk(m, u, rs, pristine, excl, to_parent, nullptr);
 }
@@ -937,7 +903,7 @@ bool Traverser::run(Jobspec &js, MatchOp op, int64_t jobid, int64_t &at, Emissio
     err_msg_.clear();
     errno_ = MatchErr::None;
     err = MatchErr::None;
-    spec_serial_ = js.serial;
+    memos_.set_request(js.serial);
     if (g_.root < 0 || js.resources.empty()) {
         err = MatchErr::Invalid;
         return false;
@@ -948,7 +914,7 @@ bool Traverser::run(Jobspec &js, MatchOp op, int64_t jobid, int64_t &at, Emissio
     if (policy_.node_exclusive) x_types_.insert(g_.types.node);
     TypeCounts dfv;
     prime_jobspec(js.resources, dfv);
-    hidden_prune_ = hidden_enabled_ && !shared_ && !flexible() && plain_request(js.resources);
+    hidden_.begin(!shared_ && !flexible(), js.resources, g_.types.slot);
     JobMeta m;
     m.jobid = jobid;
     m.at = at;

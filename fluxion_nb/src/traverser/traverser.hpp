@@ -15,37 +15,14 @@
 #include "graph/graph.hpp"
 #include "jobspec/jobspec.hpp"
 #include "policies/policy.hpp"
+#include "traverser/deferred_holds.hpp"
+#include "traverser/hidden_aggregates.hpp"
+#include "traverser/job.hpp"
 #include "traverser/scoring.hpp"
+#include "traverser/subtree_memo.hpp"
+#include "traverser/wide_edges.hpp"
 
 namespace fluxion {
-
-enum class AllocType { Alloc, AllocOrReserve, Satisfiability, NoAlloc };
-
-// resource-query's match operations.
-enum class MatchOp {
-    Allocate,
-    AllocateOrElseReserve,
-    AllocateWithSatisfiability,
-    Satisfiability,
-    WithoutAllocating,
-    WithoutAllocatingFuture,
-};
-// An operation by its resource-query name; InputError for an unknown one.
-MatchOp match_op(std::string_view name);
-
-// Why a match failed, with flux-sched's errno meaning. Unset is internal: a
-// subtree memo being recorded has not seen an error yet.
-enum class MatchErr { None = 0, Busy, Unsatisfiable, Range, NoEntry, Invalid, Unset };
-
-struct JobMeta {
-    int64_t jobid = 0;
-    int64_t at = 0;
-    int64_t now = 0;
-    int64_t duration = 0;
-    AllocType alloc_type = AllocType::Alloc;
-    const Constraint *constraint = nullptr;
-    std::string queue;
-};
 
 struct EmittedVertex {
     // Left unset by default: the entries of nodes emitted whole are written
@@ -86,12 +63,12 @@ class Traverser {
     const Policy &policy() const { return policy_; }
     void set_policy(Policy p) {
         policy_ = std::move(p);
-        invalidate_memos();
+        memos_.invalidate();
     }
     TraverserKind kind() const { return kind_; }
     void set_kind(TraverserKind k) {
         kind_ = k;
-        invalidate_memos();
+        memos_.invalidate();
     }
 
     // Build the subtree aggregate filters (after load or any graph change).
@@ -125,18 +102,18 @@ class Traverser {
     // See MatcherOptions::shortcuts.
     void set_shortcuts(bool on, bool memos = true) {
         settle();
-        defer_ = on;
-        hidden_enabled_ = on;
-        wide_enabled_ = on;
-        memos_ = on && memos;
-        invalidate_memos();
+        holds_.set_enabled(on);
+        hidden_.set_enabled(on);
+        wide_.set_enabled(on);
+        memos_.set_enabled(on && memos);
+        memos_.invalidate();
     }
     // Forget every subtree memo: for changes made to vertices directly
     // (status, properties) rather than through the traverser.
-    void invalidate_memos() { ++config_epoch_; }
+    void invalidate_memos() { memos_.invalidate(); }
 
-    // Subtree walks answered from a memo (see subtree_memo.cpp).
-    uint64_t memo_hits() const { return memo_hits_; }
+    // Subtree walks answered from a memo (see subtree_memo.hpp).
+    uint64_t memo_hits() const { return memos_.hits(); }
     unsigned preorder_count() const { return preorder_; }
     unsigned postorder_count() const { return postorder_; }
     const std::string &err_message() const { return err_msg_; }
@@ -171,29 +148,18 @@ class Traverser {
     void tick() {
         ++seq_;
         ++epoch_;
-        wide_stamps_.clear();
-        wide_listed_ = wide_enabled_;
+        wide_.reset();
     }
-    // Choosing an edge for the update walk. Edges out of a wide vertex (a
-    // cluster of thousands of nodes) are also listed by source, so the walk
-    // visits the chosen few instead of reading every out-edge's stamp. A
-    // search that stamps more than the list is meant for (scoring policies
-    // stamp every subtree's local choice) gives the list up for that walk.
-    static constexpr size_t kWideFanout = 256;
-    static constexpr size_t kWideListed = 4096;
-    std::vector<std::pair<int, int>> wide_stamps_;  // (source, edge), this seq
-    bool wide_enabled_ = true;  // a shortcut (set_shortcuts)
-    bool wide_listed_ = true;   // every stamp out of a wide vertex is in wide_stamps_
+    // The speed-ups, each an object of its own (see their headers).
+    WideEdgeLists wide_;
+    HiddenAggregates hidden_;
+    DeferredHolds holds_;
+    SubtreeMemos memos_;
+    // Choosing an edge for the update walk.
     void stamp(int e) {
         Edge &ed = E(e);
         ed.seq = seq_;
-        if (!wide_listed_ || V(ed.source).out_edges.size() < kWideFanout) return;
-        if (wide_stamps_.size() >= kWideListed) {
-            wide_listed_ = false;
-            wide_stamps_.clear();
-            return;
-        }
-        wide_stamps_.emplace_back(ed.source, e);
+        if (wide_.listing()) wide_.note(ed.source, e, V(ed.source).out_edges.size());
     }
     bool visited(int v) { return V(v).color_epoch == epoch_; }
     void mark(int v) { V(v).color_epoch = epoch_; }
@@ -238,13 +204,7 @@ class Traverser {
     int64_t sat_time(int64_t duration) const;
     bool by_excl(const JobMeta &m, int u, bool exclusive_in, const Resource &r);
     bool by_subplan(const JobMeta &m, int u, const Resource &r);
-    bool hidden_enabled_ = true;
     bool shared_ = false;  // some vertex has several parents: no shortcuts
-    bool hidden_prune_ = false;  // this match may use the hidden aggregates
-    bool by_hidden(const JobMeta &m, const PlannerMulti &p, const Resource &r);
-    const std::vector<int64_t> &hidden_counts(const PlannerMulti &p, const TypeCounts &m);
-    std::vector<int64_t> hidden_counts_;
-    bool plain_request(const std::vector<Resource> &rs);
     bool prune(const JobMeta &m, bool excl, int u, const std::vector<Resource> &rs);
     const std::vector<Resource> &test(int u, const std::vector<Resource> &rs, bool &pristine,
                                       unsigned &nslots, MatchKind &kind);
@@ -287,97 +247,19 @@ class Traverser {
     bool update(int root, Emission &out, JobMeta &m);
 
     // deferred bookkeeping below whole nodes (deferred_holds.cpp)
-    struct DeferredHold {
-        JobMeta m;
-        bool stop_on_1;
-    };
-    std::unordered_map<int, std::vector<DeferredHold>> deferred_;  // node -> holds, oldest first
-    uint64_t settle_epoch_ = uint64_t{1} << 62;                    // marks apart from epoch_'s
-    bool defer_ = true;
-    bool defers_below(int u, bool mod, const JobMeta &m, bool full) const;
-    // The dominant tree in post-order, for emitting a whole subtree at once.
-    struct ShadowEntry {
-        int vertex;
-        int edge;   // from its parent
-        int depth;  // below the root
-    };
-    std::vector<ShadowEntry> shadow_order_;
-    std::vector<int> shadow_first_;  // per vertex: first entry of its subtree
-    std::vector<int> shadow_pos_;    // per vertex: its own entry (-1: not below the root)
-    bool shadow_valid_ = false;      // rebuilt after any change to the graph's shape
-    std::vector<int64_t> shadow_sums_;
-    std::vector<char> shadow_seen_;
-    // Subtrees the update walk emitted whole, written out once it is over
-    // (expand_runs): each stands in the emission as one placeholder entry
-    // whose vertex is -1 - its index here.
-    struct EmittedRun {
-        size_t first, last;  // the subtree's entries in shadow_order_
-        int base;            // level of the subtree's root minus its depth
-    };
-    std::vector<EmittedRun> runs_;
-    void build_shadow_order();
     int defer_below(int u, Emission &out, const JobMeta &m, TypeCounts &dfu);
-    void expand_runs(Emission &out);
     void materialize(int u);
     void settle_above(int v);
 
     // subtree memos (subtree_memo.cpp)
-    struct MemoKey {
-        uint64_t config = 0;
-        uint64_t spec = 0;
-        const void *rs = nullptr;
-        int64_t at = 0, now = 0, duration = 0, multilevel = 0;
-        AllocType alloc_type = AllocType::Alloc;
-        bool pristine = false, excl = false, hidden = false;
-        bool operator==(const MemoKey &o) const {
-            return config == o.config && spec == o.spec && rs == o.rs && at == o.at && now == o.now &&
-                   duration == o.duration && multilevel == o.multilevel && alloc_type == o.alloc_type &&
-                   pristine == o.pristine && excl == o.excl && hidden == o.hidden;
-        }
-    };
-    struct EdgeStamp {
-        int edge;
-        uint64_t needs;
-        unsigned exclusive;
-    };
-    struct SubtreeMemo {
-        MemoKey key;
-        uint64_t version = 0;
-        int rc = -1;
-        bool err_set = false;
-        MatchErr err = MatchErr::None;
-        std::string msg;
-        unsigned pre = 0, post = 0;
-        int64_t multilevel_delta = 0;
-        int64_t node_factor = 0;
-        bool excl_out = false;
-        unsigned avail = 0;
-        int64_t overall = 0;
-        bool merged = false;
-        Scoring scoring;
-        std::vector<EdgeStamp> stamps;
-    };
-    uint64_t config_epoch_ = 1;
-    uint64_t clock_ = 1;
-    uint64_t spec_serial_ = 0;
-    std::vector<uint64_t> version_;                    // per vertex: last change at or below it
-    std::vector<std::unique_ptr<SubtreeMemo>> memo_;   // per vertex: its last walk
-    std::vector<char> memo_big_;                       // per vertex: worth remembering
-    std::vector<EdgeStamp> stamp_log_;                 // stamps made while recording
-    ScoringPool scoring_pool_;                         // the walk's steps' scoring, reused
-    int recording_ = 0;
-    uint64_t memo_hits_ = 0;
-    bool memos_ = true;
+    ScoringPool scoring_pool_;  // the walk's steps' scoring, reused
     // First-match policies walk little and gain nothing from memos.
     bool memo_active() const {
-        return memos_ && !policy_.stop_on_1 && !shared_ && kind_ == TraverserKind::Simple;
+        return memos_.enabled() && !policy_.stop_on_1 && !shared_ && kind_ == TraverserKind::Simple;
     }
-    void size_memos();
     // A change at v: v and (with touch_up) every ancestor differ from any memo.
-    void touch(int v) {
-        if (static_cast<size_t>(v) < version_.size()) version_[static_cast<size_t>(v)] = ++clock_;
-    }
-    void touch_up(int v);
+    void touch(int v) { memos_.touch(v); }
+    void touch_up(int v) { memos_.touch_up(g_, v); }
     void apply_stamp(const EdgeStamp &s);
     int dom_dfv_walk(const JobMeta &m, int u, const std::vector<Resource> &rs, bool pristine, bool *excl,
                      Scoring &to_parent, SubtreeMemo *rec);

@@ -26,7 +26,7 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
     level_++;
     mark(u);
     if (V(u).deferred) materialize(u);
-    if (defers_below(u, mod, m, full)) {
+    if (holds_.defers_below(g_, u, mod, m, full, shared_)) {
         n = defer_below(u, out, m, dfu);
     } else {
         auto child = [&](int e) {
@@ -41,11 +41,10 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
                 n += sub;
             }
         };
-        if (!mod && wide_listed_ && V(u).out_edges.size() >= kWideFanout) {
+        if (!mod && wide_.covers(V(u).out_edges.size())) {
             // Out-edges are kept in id order, so the stamped ones sorted by id
             // come in the order the full loop below would meet them.
-            auto lo = std::lower_bound(wide_stamps_.begin(), wide_stamps_.end(), std::make_pair(u, -1));
-            for (auto it = lo; it != wide_stamps_.end() && it->first == u; ++it) child(it->second);
+            wide_.for_each_stamped(u, child);
         } else {
             for (int e : V(u).out_edges) {
                 // The edge's own stamp first: most out-edges of a big vertex were not
@@ -78,7 +77,7 @@ int Traverser::upd_dfv(int u, Emission &out, uint64_t needs, bool excl, const Jo
             if (xs >= 0) x.x_spans[m.jobid] = xs;
             if (x.subplan && !dfu.empty()) {
                 int64_t sp = x.subplan->add_span(m.at, m.duration, relevant_counts(*x.subplan, dfu),
-                                                 hidden_counts(*x.subplan, dfu));
+                                                 hidden_.amounts(*x.subplan, dfu));
                 if (sp >= 0) x.job2span[m.jobid] = sp;
             }
             // A partial pool only gives up what it lent; Fluxion's whole-vertex
@@ -104,14 +103,13 @@ bool Traverser::update(int root, Emission &out, JobMeta &m) {
     TypeCounts dfu;
     bool emit_shadow = x_types_.count(type_of(root)) > 0;
     level_ = 0;
-    runs_.clear();
+    holds_.clear_runs();
     // Jobs tend to repeat their shape: size the emission like the last one.
     out.vertices.reserve(last_emitted_);
     out.edges.reserve(last_emitted_);
-    std::sort(wide_stamps_.begin(), wide_stamps_.end());
-    wide_stamps_.erase(std::unique(wide_stamps_.begin(), wide_stamps_.end()), wide_stamps_.end());
+    wide_.seal();
     int n = upd_dfv(root, out, root_needs_, root_excl_ != 0, m, true, dfu, emit_shadow);
-    expand_runs(out);
+    holds_.expand(out, g_);
     last_emitted_ = out.vertices.size();
     if (n > 0) {
         out.starttime = m.at;
