@@ -61,10 +61,7 @@ class HiddenAggregates {
     // valid until the next call).
     const std::vector<int64_t> &amounts(const PlannerMulti &p, const TypeCounts &counts) {
         amounts_.resize(p.hidden_size());
-        for (size_t j = 0; j < p.hidden_size(); ++j) {
-            auto it = counts.find(p.hidden_type_at(j));
-            amounts_[j] = it != counts.end() ? it->second : 0;
-        }
+        for (size_t j = 0; j < p.hidden_size(); ++j) amounts_[j] = counts.amount(p.hidden_type_at(j));
         return amounts_;
     }
 

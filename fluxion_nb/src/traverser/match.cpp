@@ -95,14 +95,9 @@ std::vector<int> Traverser::my_pruning_types(int anchor) const {
     return out;
 }
 
-int64_t Traverser::count_of(const TypeCounts &m, int type) {
-    auto it = m.find(type);
-    return it != m.end() ? it->second : 0;
-}
-
 const std::vector<int64_t> &Traverser::relevant_counts(const PlannerMulti &p, const TypeCounts &m) {
     counts_.resize(p.size());
-    for (size_t i = 0; i < p.size(); ++i) counts_[i] = count_of(m, p.type_at(i));
+    for (size_t i = 0; i < p.size(); ++i) counts_[i] = m.amount(p.type_at(i));
     return counts_;
 }
 
@@ -282,7 +277,7 @@ bool Traverser::by_subplan(const JobMeta &m, int u, const Resource &r) {
     if (r.user_data.empty()) return true;
     for (size_t i = 0; i < x.subplan->size(); ++i) {
         const Planner &p = x.subplan->at(i);
-        int64_t agg = count_of(r.user_data, x.subplan->type_at(i));
+        int64_t agg = r.user_data.amount(x.subplan->type_at(i));
         if (agg > p.total()) {
             errno_ = MatchErr::Range;
             return false;

@@ -186,7 +186,6 @@ class Traverser {
     // A request's amount of each of a subtree aggregate's types (0 when not
     // asked), in the aggregate's order. The result is scratch space, valid
     // until the next call.
-    static int64_t count_of(const TypeCounts &m, int type);
     const std::vector<int64_t> &relevant_counts(const PlannerMulti &p, const TypeCounts &m);
     std::vector<int64_t> counts_;
 

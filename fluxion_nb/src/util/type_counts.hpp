@@ -32,6 +32,11 @@ class TypeCounts {
     }
     const_iterator find(int type) const { return const_cast<TypeCounts *>(this)->find(type); }
     size_t count(int type) const { return find(type) != end() ? 1 : 0; }
+    // The amount of `type`; a type never counted holds none.
+    int64_t amount(int type) const {
+        const_iterator it = find(type);
+        return it != end() ? it->second : 0;
+    }
 
     iterator begin() { return items_.begin(); }
     iterator end() { return items_.end(); }
