@@ -20,7 +20,9 @@ Printed as JSON and drawn into bench/out/pressure.png (cores busy over time):
 
 - groups completed (a rule that stops with groups left has clogged), makespan,
   the lower bound (total pod-seconds / cores, and the longest group's runtime),
-  the biggest gang's wait, core-seconds held by partly placed groups.
+  the biggest gang's wait, core-seconds held by partly placed groups, core-seconds
+  idle, and how the groups that need the whole cluster ran (each run of them
+  back to back drains the cluster once).
 
 Usage: python bench/pressure.py [--nodes 8 64] [--groups 100] [--seed 3]
 """
@@ -161,9 +163,39 @@ def simulate(rule: str, nodes: int, stream: list[Group], limit: int) -> dict[str
             [g.start - g.arrival for g in groups if g.priority and g.start is not None]
         ),
         "partial_core_seconds": round(held_partial, 1),
+        "idle_core_seconds": idle_core_seconds(busy, nodes * CPU, t),
+        "whole_cluster_groups_in_a_row": runs_of_whole_cluster_groups(groups, nodes * CPU),
         "seconds": round(time.perf_counter() - started, 2),
         "busy": busy,
     }
+
+
+def idle_core_seconds(busy: list[tuple[int, int]], cores: int, until: int) -> int:
+    """Cores held by nothing, summed up to ``until``: what keeps a makespan above the bound."""
+    ends = [t for t, _ in busy[1:]] + [until]
+    return sum(
+        (cores - c) * max(0, min(end, until) - t) for (t, c), end in zip(busy, ends, strict=True)
+    )
+
+
+def runs_of_whole_cluster_groups(groups: list[Group], cores: int) -> list[int]:
+    """Groups that need every core, counted by how many started back to back.
+
+    Each run of them needs the cluster drained once; a rule that interleaves them
+    with other work (in arrival order) drains it more often than one that saves
+    them all for the end.
+    """
+    started = sorted((g for g in groups if g.start is not None), key=lambda g: g.start or 0)
+    runs: list[int] = []
+    previous_whole = False
+    for g in started:
+        whole = g.size >= cores
+        if whole and previous_whole:
+            runs[-1] += 1
+        elif whole:
+            runs.append(1)
+        previous_whole = whole
+    return runs
 
 
 def _mean(values: list[int]) -> float | None:
