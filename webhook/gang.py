@@ -69,6 +69,9 @@ class GangRequest:
     owner: Owner | None = None
     user: UserInfo = field(default_factory=UserInfo)
     """Who creates the pod (the AdmissionReview's userInfo)."""
+    priority_class: str = ""
+    """The pod's PriorityClass, which its PodGroup must share: kube-scheduler places a
+    group only when every pod has the group's priority."""
 
     @property
     def workload(self) -> str:
@@ -116,7 +119,9 @@ def plan_gang(
         ),
         None,
     )
-    request = GangRequest(group, namespace, size, job, owner, user or UserInfo())
+    request = GangRequest(
+        group, namespace, size, job, owner, user or UserInfo(), pod.spec.priority_class_name
+    )
     return request, warnings
 
 
@@ -147,6 +152,8 @@ def podgroup_body(
     if request.owner is not None:
         metadata["ownerReferences"] = [request.owner.reference()]
     spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": max(1, min_count)}}}
+    if request.priority_class:
+        spec["priorityClassName"] = request.priority_class
     if version == "v1beta1":
         # A fluence gang is all or nothing, in preemption too; the API's default is single.
         spec["disruptionMode"] = {"all": {}}
@@ -301,8 +308,8 @@ class KubeGangCluster:
         return True
 
 
-_Decision = tuple[str, str, str, str]
-"""Namespace, group, workload and requesting user of a remembered link."""
+_Decision = tuple[str, str, str, str, str]
+"""Namespace, group, workload, requesting user and priority class of a remembered link."""
 
 
 class GangWiring:
@@ -456,8 +463,18 @@ class GangWiring:
                 "label only"
             )
             return False
-        if made_for(existing, request) or (existing is None and absent_ok):
+        if existing is None and absent_ok:
             return True
+        if made_for(existing, request):
+            theirs = ((existing or {}).get("spec") or {}).get("priorityClassName") or ""
+            if theirs == request.priority_class:
+                return True
+            warnings.append(
+                f"PodGroup {request.group!r} has priority class {theirs or 'none'!r} and this "
+                f"pod {request.priority_class or 'none'!r}; kube-scheduler places a group only "
+                "when all its pods share its priority, so the pod was not linked to it"
+            )
+            return False
         log.warning(
             "a PodGroup of that name exists for another workload; the pod is not linked",
             extra={
@@ -477,7 +494,13 @@ class GangWiring:
         self, cluster: GangCluster, request: GangRequest, dry_run: bool, warnings: list[str]
     ) -> bool:
         """Make sure the PodGroup exists for this workload; False (with a warning) otherwise."""
-        key = (request.namespace, request.group, request.workload, request.user.username)
+        key = (
+            request.namespace,
+            request.group,
+            request.workload,
+            request.user.username,
+            request.priority_class,
+        )
         if self._recently_ensured(key):
             return True
         if not await self._authorized(cluster, request, warnings):

@@ -148,6 +148,7 @@ class PodSpec(msgspec.Struct, rename="camel"):
     init_containers: list[Container] | None = None
     scheduling_group: dict[str, Any] | None = None
     active_deadline_seconds: int | None = None
+    priority_class_name: str = ""
 
 
 class Pod(msgspec.Struct):

@@ -469,8 +469,17 @@ def test_a_job_gang_and_a_native_podgroup_gang_run_to_completion_and_are_release
 ) -> None:
     job = yaml.safe_load((EXAMPLES / "job-gang.yaml").read_text())
     _on_simulated_nodes(job["spec"]["template"])
+    # Of a PriorityClass: kube-scheduler places the Job's group only if the PodGroup the
+    # webhook makes has the pods' priority.
+    batch = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "fluence-e2e-batch"},
+        "value": 100,
+    }
+    job["spec"]["template"]["spec"]["priorityClassName"] = "fluence-e2e-batch"
     gang = [_podgroup("native", 2)] + [_gang_pod(f"native-{i}", "native", 1) for i in range(2)]
-    _apply(installed, [job, *gang], "gangs")
+    _apply(installed, [batch, job, *gang], "gangs")
     installed.kubectl(
         "-n", NS, "wait", "--for=condition=Complete", f"--timeout={TIMEOUT_S:.0f}s", "job/job-gang"
     )
@@ -480,7 +489,13 @@ def test_a_job_gang_and_a_native_podgroup_gang_run_to_completion_and_are_release
         "the native gang to succeed",
     )
     # The webhook made the Job's PodGroup and linked its pods; fluence placed both groups.
-    installed.cp.rest.get(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups/job-gang")
+    made = installed.cp.rest.get(
+        f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups/job-gang"
+    )
+    assert (made["spec"]["priorityClassName"], made["spec"]["priority"]) == (
+        "fluence-e2e-batch",
+        100,
+    )
     for pod in installed.pods(NS, "fluence.flux-framework.org/group=job-gang"):
         assert pod["spec"]["schedulingGroup"]["podGroupName"] == "job-gang"
         assert pod["status"]["phase"] == "Succeeded"
@@ -499,6 +514,7 @@ def test_a_job_gang_and_a_native_podgroup_gang_run_to_completion_and_are_release
     assert len(placed) == KWOK_NODES
     installed.kubectl("-n", NS, "delete", "job", "job-gang", "--wait=true")
     installed.kubectl("-n", NS, "delete", "pods", "--all", "--wait=true")
+    installed.kubectl("delete", "priorityclass", "fluence-e2e-batch")
 
 
 def _quantum(name: str) -> dict[str, Any]:

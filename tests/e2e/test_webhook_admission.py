@@ -172,6 +172,43 @@ def test_label_gang_pod_gets_its_podgroup_and_link(
     assert group["metadata"]["labels"][names.LABEL_GROUP] == "label-gang"
 
 
+def test_a_gang_of_a_priority_class_gets_a_podgroup_of_that_priority(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    """kube-scheduler places a group only when every pod has the PodGroup's priority."""
+    name = f"urgent-{uuid.uuid4().hex[:6]}"
+    classes = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    control_plane.rest.create(
+        classes,
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": 5000,
+        },
+    )
+    try:
+        body = classical_pod("urgent-0", labels={names.LABEL_GROUP: "urgent"})
+        body["spec"]["priorityClassName"] = name
+        stored = create(control_plane, namespace, body)
+        assert stored["spec"]["schedulingGroup"] == {"podGroupName": "urgent"}
+        assert stored["spec"]["priority"] == 5000
+        group = podgroup(control_plane, namespace, "urgent")
+        assert group["spec"]["priorityClassName"] == name
+        if control_plane.release.minor != "1.36":
+            # Resolved by the API server's Priority admission, as the pod's was.
+            assert group["spec"]["priority"] == 5000
+        # A member of another priority would hold the group back: admitted, not linked.
+        other = create(
+            control_plane,
+            namespace,
+            classical_pod("urgent-1", labels={names.LABEL_GROUP: "urgent"}),
+        )
+        assert "schedulingGroup" not in other["spec"]
+    finally:
+        control_plane.rest.delete(f"{classes}/{name}")
+
+
 def test_job_owned_gang_takes_the_job_parallelism(
     control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
 ) -> None:

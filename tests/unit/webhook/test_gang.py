@@ -167,6 +167,18 @@ def test_podgroup_body_is_marked_as_ours_and_for_whom() -> None:
     assert older["spec"] == {"schedulingPolicy": {"gang": {"minCount": 2}}}
 
 
+def test_the_podgroup_takes_the_pods_priority_class() -> None:
+    """kube-scheduler (1.37) places a group only when every pod has the group's priority."""
+    p = pod(container(), labels={names.LABEL_GROUP: "g1"}, owners=[JOB_OWNER])
+    p["spec"]["priorityClassName"] = "urgent"
+    request, _ = plan_gang(as_pod(p), "ns")
+    assert request is not None and request.priority_class == "urgent"
+    for version in ("v1beta1", "v1alpha2"):
+        assert podgroup_body(request, 2, version)["spec"]["priorityClassName"] == "urgent"
+    plain, _ = plan_gang(as_pod(pod(container(), labels={names.LABEL_GROUP: "g1"})), "ns")
+    assert plain is not None and "priorityClassName" not in podgroup_body(plain, 2)["spec"]
+
+
 def test_podgroup_is_owned_by_the_pods_controller_for_garbage_collection() -> None:
     owner = Owner("batch/v1", "Job", "train", "1234")
     body = podgroup_body(GangRequest("g", "ns", None, "train", owner), 3)
@@ -414,3 +426,22 @@ async def test_podgroups_are_created_in_the_version_the_api_server_serves() -> N
     ops, _ = await wire(wiring, GangRequest("h", "ns", 2, None))
     assert ops[0]["value"] == {"podGroupName": "h"}
     assert cluster.created[1]["apiVersion"] == "scheduling.k8s.io/v1beta1"
+
+
+async def test_a_pod_of_another_priority_is_not_linked_to_the_group() -> None:
+    cluster = FakeCluster()
+    wiring = wiring_for(cluster, ensured_ttl=60)
+    await wiring.refresh()
+    urgent = GangRequest("g", "ns", 2, None, user=ALICE, priority_class="urgent")
+    assert await wire(wiring, urgent) == (LINK, [])
+    assert cluster.created[0]["spec"]["priorityClassName"] == "urgent"
+    # The same user's next member, of another priority, would hold the whole group back.
+    ops, warnings = await wire(wiring, GangRequest("g", "ns", 2, None, user=ALICE))
+    assert ops == [] and len(cluster.created) == 1
+    assert "has priority class 'urgent' and this pod 'none'" in warnings[0]
+    ops, warnings = await wire(
+        wiring, GangRequest("g", "ns", 2, None, user=ALICE, priority_class="low"), dry_run=True
+    )
+    assert ops == [] and "'low'" in warnings[0]
+    # Members of the group's priority are still linked.
+    assert await wire(wiring, urgent) == (LINK, [])
