@@ -39,7 +39,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,8 +305,16 @@ def scheduler_config(profile: str, extender_url: str | None) -> dict[str, Any]:
 class Extender:
     """``fluence-extender`` (or, with ``null``, ``bench/null_extender.py``) on a free port."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path, *, null: bool = False) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_path: Path,
+        *,
+        null: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
+        self.extra_env = dict(env or {})
         self.url = f"http://127.0.0.1:{self.port}"
         self.kubeconfig = kubeconfig
         self.log_path = log_path
@@ -318,6 +326,7 @@ class Extender:
             **os.environ,
             "FLUENCE_BIND": f"127.0.0.1:{self.port}",
             "FLUENCE_KUBECONFIG": str(self.kubeconfig),
+            **self.extra_env,
         }
         argv = [str(EXTENDER)]
         if self.null:

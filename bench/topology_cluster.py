@@ -1,0 +1,194 @@
+"""Gangs and racks through a real kube-scheduler on KWOK nodes: native gang + TAS vs fluence.
+
+``bench/topology.py`` places its stream with fluence's ledger directly; this sends a
+stream of the same shape through a local control plane whose nodes KWOK plays, under
+two rules, each on a fresh control plane with the same nodes (racks x nodes of
+``--cpu`` cpus, racks dealt round ``--zones`` zones, labelled with
+``topology.kubernetes.io/zone`` and ``topology.kubernetes.io/rack``):
+
+- ``native``: kube-scheduler 1.37's own gang scheduling and topology-aware workload
+  scheduling (gate ``TopologyAwareWorkloadScheduling``): a gang that requires one
+  rack says so in its PodGroup's ``schedulingConstraints.topology``; the others say
+  nothing;
+- ``fluence``: the same PodGroups and pods for a kube-scheduler whose profile calls
+  ``fluence-extender`` (which packs gangs without a constraint into the fewest racks).
+
+Gangs come one at a time (sizes 2 to 128 one-cpu pods, seeded, a share requiring one
+rack). A gang whose pods are not all bound within ``--wait`` seconds is counted as
+waiting and deleted; after each placed gang a running one ends with chance
+``--churn`` (its pods and PodGroup deleted), leaving holes as a busy cluster does.
+Printed as JSON and drawn into ``bench/out/topology-cluster.png``: gangs placed,
+racks spanned per gang (mean, max, share at the ideal ``ceil(size / rack cpus)``),
+racks left wholly free, seconds from a gang's creation to its last bind (sum, and
+pods bound per second of it).
+
+Usage: python bench/topology_cluster.py [--racks 8] [--nodes 16] [--gangs 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.cluster_rules import NodeSet, RuleCluster, one_cpu_pod, podgroup, rule_cluster  # noqa: E402
+from bench.plots import new_figure, save_figure  # noqa: E402
+from bench.topology import RACK, ZONE, workload  # noqa: E402
+
+OUT = ROOT / "bench" / "out"
+RULES = ("native", "fluence")
+NS = "gangs"
+POLL_S = 0.1
+
+
+class Gangs:
+    """Creates, waits for and deletes gangs on one rule's cluster."""
+
+    def __init__(self, cluster: RuleCluster, rack_of: dict[str, str]) -> None:
+        self.cluster = cluster
+        self.rest = cluster.cp.rest
+        self.rack_of = rack_of
+        self.pods_path = cluster.pods_path(NS)
+        self.groups_path = cluster.groups_path(NS)
+
+    def create(self, name: str, size: int, rack: bool) -> None:
+        self.rest.create(self.groups_path, podgroup(name, size, RACK if rack else ""))
+        for i in range(size):
+            body = one_cpu_pod(f"{name}-{i}", self.cluster.scheduler_name, name, {"gang": name})
+            self.rest.create(self.pods_path, body)
+
+    def nodes_of(self, name: str) -> list[str]:
+        items = self.rest.get(self.pods_path, labelSelector=f"gang={name}").get("items") or []
+        return [p["spec"]["nodeName"] for p in items if p["spec"].get("nodeName")]
+
+    def delete(self, name: str) -> None:
+        self.rest.delete(self.pods_path, labelSelector=f"gang={name}", gracePeriodSeconds=0)
+        self.rest.delete(f"{self.groups_path}/{name}")
+        deadline = time.monotonic() + 60
+        while self.rest.get(self.pods_path, labelSelector=f"gang={name}").get("items"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the pods of gang {name} were not deleted within 60s")
+            time.sleep(POLL_S)
+
+    def busy_racks(self) -> set[str]:
+        items = self.rest.get(self.pods_path).get("items") or []
+        return {self.rack_of[p["spec"]["nodeName"]] for p in items if p["spec"].get("nodeName")}
+
+
+def run_rule(
+    rule: str,
+    node_sets: list[NodeSet],
+    rack_of: dict[str, str],
+    gangs: list[tuple[int, bool]],
+    rack_slots: int,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    rng = random.Random(args.seed)
+    spans: list[int] = []
+    placed = waited = ideal = 0
+    seconds = 0.0
+    pods_placed = 0
+    running: list[str] = []
+    with rule_cluster(rule, node_sets, NS, OUT, topology=True) as cluster:
+        driver = Gangs(cluster, rack_of)
+        for g, (size, must) in enumerate(gangs):
+            name = f"g{g:03d}"
+            started = time.monotonic()
+            driver.create(name, size, must)
+            deadline = started + args.wait
+            while len(nodes := driver.nodes_of(name)) < size and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            if len(nodes) < size:
+                waited += 1
+                driver.delete(name)
+                continue
+            seconds += time.monotonic() - started
+            placed += 1
+            pods_placed += size
+            racks = {rack_of[n] for n in nodes}
+            spans.append(len(racks))
+            ideal += len(racks) == math.ceil(size / rack_slots)
+            running.append(name)
+            if rng.random() < args.churn:  # a gang ends, leaving holes behind
+                driver.delete(running.pop(rng.randrange(len(running))))
+        free = len(set(rack_of.values()) - driver.busy_racks())
+    return {
+        "rule": rule,
+        "gangs_placed": placed,
+        "gangs_waiting": waited,
+        "racks_per_gang_mean": round(sum(spans) / len(spans), 3) if spans else 0,
+        "racks_per_gang_max": max(spans, default=0),
+        "share_at_ideal_racks": round(ideal / placed, 3) if placed else 0,
+        "racks_wholly_free": free,
+        "placing_seconds": round(seconds, 1),
+        "pods_per_second": round(pods_placed / seconds, 1) if seconds else None,
+        "spans": spans,
+    }
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> Path:
+    fig, ax = new_figure()
+    for row in rows:
+        ax.plot(range(len(row["spans"])), row["spans"], ".", label=row["rule"], alpha=0.6)
+    ax.set_xlabel("gang, in the order placed")
+    ax.set_ylabel("racks spanned")
+    ax.set_title("racks spanned per gang, real kube-scheduler on KWOK nodes")
+    return save_figure(fig, ax, path)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--racks", type=int, default=8)
+    p.add_argument("--nodes", type=int, default=16, help="nodes per rack")
+    p.add_argument("--cpu", type=int, default=4, help="cpus per node")
+    p.add_argument("--zones", type=int, default=2, help="racks are dealt round the zones")
+    p.add_argument("--gangs", type=int, default=100)
+    p.add_argument("--required", type=float, default=0.3, help="share requiring one rack")
+    p.add_argument("--churn", type=float, default=0.9, help="chance a gang ends after each")
+    p.add_argument("--wait", type=float, default=10.0, help="seconds a gang may take to bind")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--rules", nargs="+", default=list(RULES), choices=RULES)
+    args = p.parse_args()
+    capacity = {"cpu": str(args.cpu), "memory": "64Gi", "pods": "110"}
+    node_sets: list[NodeSet] = []
+    rack_of: dict[str, str] = {}
+    for r in range(args.racks):
+        prefix = f"r{r:02d}n"
+        labels = {ZONE: f"z{r % args.zones}", RACK: f"rack{r:02d}"}
+        node_sets.append(NodeSet(prefix, args.nodes, capacity, labels))
+        rack_of |= {f"{prefix}{i}": labels[RACK] for i in range(args.nodes)}
+    gangs = workload(args.gangs, args.required, args.seed)
+    rows = [
+        run_rule(rule, node_sets, rack_of, gangs, args.nodes * args.cpu, args)
+        for rule in args.rules
+    ]
+    OUT.mkdir(exist_ok=True)
+    figure = plot(rows, OUT / "topology-cluster.png")
+    by_rule = {r["rule"]: r for r in rows}
+    summary: dict[str, Any] = {
+        "racks": args.racks,
+        "nodes_per_rack": args.nodes,
+        "zones": args.zones,
+        "gangs": args.gangs,
+        "required_share": args.required,
+        "churn": args.churn,
+        "results": [{k: v for k, v in r.items() if k != "spans"} for r in rows],
+        "plot": str(figure),
+    }
+    if {"native", "fluence"} <= by_rule.keys() and by_rule["native"]["placing_seconds"]:
+        summary["ratio_time_fluence_vs_native"] = round(
+            by_rule["fluence"]["placing_seconds"] / by_rule["native"]["placing_seconds"], 2
+        )
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
