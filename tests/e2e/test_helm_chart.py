@@ -74,6 +74,15 @@ def test_defaults_render_the_objects_of_the_plain_manifests() -> None:
     extender = env_of(container(rendered, "fluence-scheduler", "extender"))
     assert extender["FLUENCE_BIND"] == "127.0.0.1:8888"
     assert extender["FLUENCE_MATCH_POLICY"] == "first"
+    scheduler = scheduler_config(rendered)
+    assert scheduler == scheduler_config(plain)
+    # A gang is tried again soon after its reservation comes due (docs/performance.md).
+    assert (scheduler["podInitialBackoffSeconds"], scheduler["podMaxBackoffSeconds"]) == (1, 1)
+
+
+def scheduler_config(docs: list[dict[str, Any]]) -> Any:
+    (config,) = [d for d in docs if d["metadata"]["name"] == "fluence-scheduler-config"]
+    return yaml.safe_load(config["data"]["scheduler-config.yaml"])
 
 
 def probes(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -143,8 +152,11 @@ def test_values_change_what_they_name() -> None:
             "resourcesConfig=resources: []\n",
             "--set",
             "image.tag=9.9.9",
+            "--set",
+            "scheduler.podMaxBackoffSeconds=4",
         )
     )
+    assert scheduler_config(custom)["podMaxBackoffSeconds"] == 4
     deploy = next(
         d
         for d in custom
