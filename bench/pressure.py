@@ -218,17 +218,10 @@ def place(rule: str, ledger: Ledger, pending: list[Group]) -> None:
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> Path:
-    from bench.plots import new_figure, save_figure
+    from bench.plots import cores_over_time
 
-    fig, ax = new_figure()
-    for row in rows:
-        ts = [t for t, _ in row["busy"]]
-        cores = [c for _, c in row["busy"]]
-        ax.step(ts, cores, where="post", label=f"{row['rule']} ({row['nodes']} nodes)")
-    ax.set_xlabel("seconds")
-    ax.set_ylabel("cores held")
-    ax.set_title("cores held over time, same stream")
-    return save_figure(fig, ax, path)
+    series = [(f"{row['rule']} ({row['nodes']} nodes)", row["busy"]) for row in rows]
+    return cores_over_time(series, "cores held over time, same stream", path)
 
 
 def main() -> None:

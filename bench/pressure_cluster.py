@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.cluster_rules import NodeSet, RuleCluster, one_cpu_pod, podgroup, rule_cluster  # noqa: E402
-from bench.plots import new_figure, save_figure  # noqa: E402
+from bench.plots import cores_over_time  # noqa: E402
 from bench.pressure import CPU, workload  # noqa: E402
 from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE  # noqa: E402
 from testbed.rest import KubeApiError  # noqa: E402
@@ -258,19 +258,16 @@ def summarize(
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> Path:
-    fig, ax = new_figure()
-    for row in rows:
-        done = f"{row['completed']}/{row['groups']}"
-        ax.step(
-            [t for t, _ in row["busy"]],
-            [c for _, c in row["busy"]],
-            where="post",
-            label=f"{row['rule']}, back-off {row['max_backoff_s']} s ({done} groups)",
+    series = [
+        (
+            f"{row['rule']}, back-off {row['max_backoff_s']} s "
+            f"({row['completed']}/{row['groups']} groups)",
+            row["busy"],
         )
-    ax.set_xlabel("seconds")
-    ax.set_ylabel("cores bound")
-    ax.set_title("cores bound over time, same stream, real kube-scheduler on KWOK nodes")
-    return save_figure(fig, ax, path)
+        for row in rows
+    ]
+    title = "cores bound over time, same stream, real kube-scheduler on KWOK nodes"
+    return cores_over_time(series, title, path)
 
 
 def main() -> None:

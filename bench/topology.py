@@ -117,15 +117,11 @@ def run(
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> Path:
-    from bench.plots import new_figure, save_figure
+    from bench.plots import racks_spanned
 
-    fig, ax = new_figure()
-    for row in rows:
-        ax.plot(range(len(row["spans"])), row["spans"], ".", label=row["graph"], alpha=0.6)
-    ax.set_xlabel("gang, in arrival order")
-    ax.set_ylabel("racks spanned")
-    ax.set_title("racks spanned per gang")
-    return save_figure(fig, ax, path)
+    return racks_spanned(
+        [(row["graph"], row["spans"]) for row in rows], "racks spanned per gang", path
+    )
 
 
 def main() -> None:

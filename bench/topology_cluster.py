@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.cluster_rules import NodeSet, RuleCluster, one_cpu_pod, podgroup, rule_cluster  # noqa: E402
-from bench.plots import new_figure, save_figure  # noqa: E402
+from bench.plots import racks_spanned  # noqa: E402
 from bench.topology import RACK, ZONE, workload  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
@@ -135,13 +135,8 @@ def run_rule(
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> Path:
-    fig, ax = new_figure()
-    for row in rows:
-        ax.plot(range(len(row["spans"])), row["spans"], ".", label=row["rule"], alpha=0.6)
-    ax.set_xlabel("gang, in the order placed")
-    ax.set_ylabel("racks spanned")
-    ax.set_title("racks spanned per gang, real kube-scheduler on KWOK nodes")
-    return save_figure(fig, ax, path)
+    series = [(row["rule"], row["spans"]) for row in rows]
+    return racks_spanned(series, "racks spanned per gang, real kube-scheduler on KWOK nodes", path)
 
 
 def main() -> None:
