@@ -308,6 +308,11 @@ class KubeGangCluster:
         return True
 
 
+PRIORITY_MUST_MATCH = frozenset({"v1beta1"})
+"""PodGroup versions whose kube-scheduler places a group only when every pod has the
+group's priority (1.37 on). 1.36 (``v1alpha2``) compares nothing, and its API server
+drops a PodGroup's priority class unless the ``WorkloadAwarePreemption`` gate is on."""
+
 _Decision = tuple[str, str, str, str, str]
 """Namespace, group, workload, requesting user and priority class of a remembered link."""
 
@@ -467,7 +472,7 @@ class GangWiring:
             return True
         if made_for(existing, request):
             theirs = ((existing or {}).get("spec") or {}).get("priorityClassName") or ""
-            if theirs == request.priority_class:
+            if theirs == request.priority_class or self.version not in PRIORITY_MUST_MATCH:
                 return True
             warnings.append(
                 f"PodGroup {request.group!r} has priority class {theirs or 'none'!r} and this "

@@ -445,3 +445,16 @@ async def test_a_pod_of_another_priority_is_not_linked_to_the_group() -> None:
     assert ops == [] and "'low'" in warnings[0]
     # Members of the group's priority are still linked.
     assert await wire(wiring, urgent) == (LINK, [])
+
+
+async def test_on_1_36_a_pod_of_another_priority_is_still_linked() -> None:
+    """1.36 drops the PodGroup's priority class (without WorkloadAwarePreemption) and its
+    kube-scheduler compares no priorities: a stored group without one is no mismatch."""
+    cluster = FakeCluster()
+    cluster.version = "v1alpha2"
+    wiring = wiring_for(cluster, ensured_ttl=0)
+    await wiring.refresh()
+    urgent = GangRequest("g", "ns", 2, None, user=ALICE, priority_class="urgent")
+    assert await wire(wiring, urgent) == (LINK, [])
+    cluster.created[0]["spec"].pop("priorityClassName")  # as the 1.36 API server stores it
+    assert await wire(wiring, urgent) == (LINK, [])
