@@ -421,7 +421,7 @@ def _on_simulated_nodes(template: dict[str, Any], exit_after: str = "2s") -> Non
     annotations[ANNOTATION_EXIT_AFTER] = exit_after
 
 
-def _gang_pod(name: str, group: str, cpu: int | str) -> dict[str, Any]:
+def _gang_pod(name: str, group: str, cpu: int | str, priority_class: str = "") -> dict[str, Any]:
     """A member of a native gang that succeeds on a KWOK node shortly after it starts."""
     pod: dict[str, Any] = {
         "apiVersion": "v1",
@@ -441,16 +441,21 @@ def _gang_pod(name: str, group: str, cpu: int | str) -> dict[str, Any]:
             ],
         },
     }
+    if priority_class:
+        pod["spec"]["priorityClassName"] = priority_class
     _on_simulated_nodes(pod)
     return pod
 
 
-def _podgroup(name: str, min_count: int) -> dict[str, Any]:
+def _podgroup(name: str, min_count: int, priority_class: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
     return {
         "apiVersion": "scheduling.k8s.io/v1beta1",
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        "spec": spec,
     }
 
 
@@ -470,7 +475,9 @@ def test_a_job_gang_and_a_native_podgroup_gang_run_to_completion_and_are_release
     job = yaml.safe_load((EXAMPLES / "job-gang.yaml").read_text())
     _on_simulated_nodes(job["spec"]["template"])
     # Of a PriorityClass: kube-scheduler places the Job's group only if the PodGroup the
-    # webhook makes has the pods' priority.
+    # webhook makes has the pods' priority. The native gang shares it: the three simulated
+    # nodes hold three of the four pods at once, and a gang of higher priority would
+    # rightly preempt the other.
     batch = {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
@@ -478,7 +485,9 @@ def test_a_job_gang_and_a_native_podgroup_gang_run_to_completion_and_are_release
         "value": 100,
     }
     job["spec"]["template"]["spec"]["priorityClassName"] = "fluence-e2e-batch"
-    gang = [_podgroup("native", 2)] + [_gang_pod(f"native-{i}", "native", 1) for i in range(2)]
+    gang = [_podgroup("native", 2, "fluence-e2e-batch")] + [
+        _gang_pod(f"native-{i}", "native", 1, "fluence-e2e-batch") for i in range(2)
+    ]
     _apply(installed, [batch, job, *gang], "gangs")
     installed.kubectl(
         "-n", NS, "wait", "--for=condition=Complete", f"--timeout={TIMEOUT_S:.0f}s", "job/job-gang"
