@@ -130,7 +130,7 @@ class Driver:
             self.rest.create(self.pods_path, body)
         run.created = True
 
-    def restart(self, run: Run, pods: dict[str, dict[str, Any]], now: float) -> None:
+    def restart(self, run: Run, pods: dict[str, dict[str, Any]]) -> None:
         """A member was removed before the group ended: the whole group starts over."""
         for name in run.pod_names():
             if name in pods:
@@ -159,7 +159,7 @@ class Driver:
                 continue
             members = [pods.get(n) for n in run.pod_names()]
             if any(p is None or p["metadata"].get("deletionTimestamp") for p in members):
-                self.restart(run, pods, now)
+                self.restart(run, pods)
                 continue
             phases = [(p.get("status") or {}).get("phase") for p in members if p]
             for p in members:
