@@ -35,6 +35,16 @@ _match_seconds = _meter.create_histogram(
 
 MAX_SCORE = 10
 
+LAG_GRACE_SECONDS = 10.0
+"""How long after a match a member's node may stay ruled out and keep its holding.
+
+fluence frees capacity when its watch shows a pod ended; kube-scheduler's cache can
+see the same event a moment later, and meanwhile rules the node out for the member
+placed there. Releasing at once would hand that room to the next small pod while the
+rest of the gang waits at Permit; past the grace the node is ruled out for a reason
+of its own, and the member is placed again. A pod alone is placed again at once:
+no gang waits on it."""
+
 
 class ClusterView(Protocol):
     """What the extender reads from the cluster (the reflectors' caches)."""
@@ -152,6 +162,16 @@ class Scheduler:
             if held.node in candidates:
                 self.ledger.touch(pod.key)
                 return FilterOutcome(nodes=[held.node])
+            if (
+                held.group != pod.key
+                and held.state == TENTATIVE
+                and self.ledger.clock() - held.placed < LAG_GRACE_SECONDS
+            ):
+                msg = (
+                    f"node {held.node} is held for this pod but kube-scheduler does not "
+                    "see room there yet"
+                )
+                return FilterOutcome(failed={n: msg for n in candidates})
             self.ledger.release(pod.key, f"the scheduler ruled out its node {held.node}")
             return self._place(pod.key, [pod], pod, candidates, only_candidates=True)
 

@@ -21,7 +21,7 @@ from scheduler_extender import wire
 from scheduler_extender.app import create_app
 from scheduler_extender.binder import NullBinder
 from scheduler_extender.candidates import Candidates
-from scheduler_extender.scheduling import GroupIndexedView, Scheduler
+from scheduler_extender.scheduling import LAG_GRACE_SECONDS, GroupIndexedView, Scheduler
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 EXAMPLES = resources.load("examples/resources.yaml")
@@ -127,6 +127,37 @@ def test_scheduler_finds_gang_members_through_the_index() -> None:
     out = scheduler.filter(second, ["n0", "n1"])
     assert len(out.nodes) == 1
     assert scheduler.ledger.get(first.key) is not None
+
+
+def test_a_member_whose_node_kube_scheduler_still_sees_full_keeps_its_holding() -> None:
+    """kube-scheduler's cache lags the watch fluence freed the node by: a fresh holding
+    waits out the lag; only one ruled out past the grace is placed again."""
+    graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4") for i in range(3)])
+    now = [100.0]
+    ledger = Ledger(graph, clock=lambda: now[0])
+    view = IndexedCluster()
+    scheduler = Scheduler(graph, ledger, view, NullBinder())
+    size = {"fluence.flux-framework.org/group-size": "2"}
+    lab = {"fluence.flux-framework.org/group": "pair"}
+    first = view.add(make_pod("p0", cpu="4", labels=lab, annotations=size))
+    second = view.add(make_pod("p1", cpu="4", labels=lab, annotations=size))
+    everywhere = ["n0", "n1", "n2"]
+    assert len(scheduler.filter(first, everywhere).nodes) == 1
+    held = ledger.get(second.key)
+    assert held is not None
+    lagging = [n for n in everywhere if n != held.node]
+    now[0] += LAG_GRACE_SECONDS / 2
+    out = scheduler.filter(second, lagging)
+    assert not out.nodes and "does not see room there yet" in out.failed[lagging[0]]
+    kept = ledger.get(second.key)
+    assert kept is not None and kept.node == held.node and kept.jobid == held.jobid
+    # Nothing else may take the held node meanwhile.
+    other = make_pod("solo", cpu="4")
+    out = scheduler.filter(other, [held.node])
+    assert not out.nodes
+    now[0] += LAG_GRACE_SECONDS
+    out = scheduler.filter(second, lagging)
+    assert out.nodes and out.nodes[0] in lagging and out.nodes[0] != held.node
 
 
 # ---- kept match jobs -----------------------------------------------------------------------
