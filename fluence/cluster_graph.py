@@ -27,9 +27,10 @@ Time. The graph's clock counts seconds since it was made; matches are made at
 :meth:`ClusterGraph.now`. A job may be held for an expected runtime, so the
 planner knows when its capacity frees and a waiting group can be *reserved*
 there (:meth:`ClusterGraph.reserve`). A pod that outlives its estimate keeps
-its capacity: before every match, jobs about to reach their planned end are
-held on for :data:`EXTENSION` more seconds, and the reservations (which may sit
-on that capacity) are dropped for their owner to make again.
+its capacity: before every match, jobs that reached their planned end are
+held on a little longer (1 s, then twice as long each time, up to
+:data:`EXTENSION`), and the reservations (which may sit on that capacity) are
+dropped for their owner to make again.
 """
 
 from __future__ import annotations
@@ -60,10 +61,15 @@ PARTIAL_POOLS = frozenset({CORE, MEMORY, GPU})
 HOLD_DURATION = 3153600000
 """How long a ``duration: 0`` job is held: the graph's whole horizon (until cancelled)."""
 EXTENSION = 10
-"""Seconds a job that reached its planned end is held on for, again and again while it runs.
+"""The most seconds a job that reached its planned end is held on for at once.
 
 Short, because it is a guess: while a job overruns, only groups expected to end
 within this much may be placed on capacity a reservation waits for."""
+FIRST_EXTENSION = 1
+"""Seconds of a job's first hold-on; each next one doubles, up to :data:`EXTENSION`.
+
+Most overruns are the moment between a deadline and the kubelet ending the pod: a
+reservation behind one moves by about that moment, not by a whole :data:`EXTENSION`."""
 _PROBE_JOBS = 1 << 61
 """Job ids of what-if matches: far above any id the ledger gives, cancelled at once."""
 _UNITS = {CORE: "", MEMORY: "MiB", GPU: ""}
@@ -215,6 +221,13 @@ class HeldJob:
     R: str | None = None
     end: int = HOLD_DURATION
     """Graph time its capacity is planned to free (the horizon: when it is released)."""
+    extensions: int = 0
+    """How many times it was held on past its planned end."""
+
+    def extended(self, now: int) -> HeldJob:
+        """Held on from ``now``: 1 s the first time, twice the last each next time."""
+        step = min(EXTENSION, FIRST_EXTENSION << min(self.extensions, 8))
+        return replace(self, end=now + step, extensions=self.extensions + 1)
 
 
 class ClusterGraph:
@@ -644,8 +657,8 @@ class ClusterGraph:
     def hold_on(self) -> int:
         """Hold on every job that reached its planned end and is still held; returns how many.
 
-        Such a job's pod is still running: its capacity stays taken for
-        :data:`EXTENSION` more seconds. Reservations may sit on that capacity, so
+        Such a job's pod is still running: its capacity stays taken a little
+        longer (:meth:`HeldJob.extended`). Reservations may sit on that capacity, so
         all of them are dropped first (:attr:`reservations_dropped` tells their owner).
         """
         with self.lock:
@@ -660,7 +673,7 @@ class ClusterGraph:
                 return 0
             self._drop_reservations()
             for jobid in due:
-                held = replace(self._jobs[jobid], end=now + EXTENSION)
+                held = self._jobs[jobid].extended(now)
                 self._g.cancel(jobid, missing_ok=True)
                 self._replay(jobid, held, now, held.end)
                 self._track(jobid, held)
