@@ -28,9 +28,9 @@ from starlette.routing import Route
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from fluence.kube_client import api_client  # noqa: E402
 from fluence.serving import run, serve_app  # noqa: E402
 from scheduler_extender import wire  # noqa: E402
-from scheduler_extender.__main__ import api_client  # noqa: E402
 from scheduler_extender.binder import ApiBinder  # noqa: E402
 from scheduler_extender.scheduling import BindConflict, BindError  # noqa: E402
 
@@ -77,7 +77,9 @@ def main() -> None:
     parser.add_argument("--bind", required=True)
     parser.add_argument("--kubeconfig", required=True)
     args = parser.parse_args()
-    binder = ApiBinder(api_client(args.kubeconfig, 1).configuration, connections=BIND_CONCURRENCY)
+    binder = ApiBinder(
+        api_client(args.kubeconfig, connections=1).configuration, connections=BIND_CONCURRENCY
+    )
     run(serve_app(create_app(binder), args.bind))
 
 

@@ -49,8 +49,9 @@ sys.path.insert(0, str(ROOT))
 
 from fluence import names  # noqa: E402
 from testbed import ControlPlane  # noqa: E402
+from testbed.processes import free_port  # noqa: E402
 from tests.integration import test_webhook_process  # noqa: E402
-from tests.integration.test_webhook_process import WebhookProcess, free_port  # noqa: E402
+from tests.integration.test_webhook_process import WebhookProcess  # noqa: E402
 from webhook.certs import CertBundle, generate, write_files  # noqa: E402
 from webhook.manifest import webhook_configuration  # noqa: E402
 
