@@ -54,7 +54,7 @@ import msgspec
 from fluence import names, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import NoEvents, PodEvents
-from fluence.group_jobspec import GroupSpecs, group_jobspecs, with_duration
+from fluence.group_jobspec import ComputeSpec, GroupSpecs, group_jobspecs, with_duration
 from fluence.group_queue import GroupQueue, Reservation, Waiting
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
@@ -74,6 +74,11 @@ DEFAULT_GANG_TIMEOUT = 600.0
 DEFAULT_RUNTIME = 3600
 """Seconds a pod without a deadline or runtime annotation is expected to run."""
 DEFAULT_RESERVE_DEPTH = 32
+PACK = "pack"
+BALANCED = "balanced"
+SPREADS = (PACK, BALANCED)
+"""How a gang spanning several domains is shared: as the match fills them (``pack``), or
+as evenly as their room allows (``balanced``)."""
 
 
 class LedgerError(RuntimeError):
@@ -227,6 +232,28 @@ LAST_MATCHES_KEPT = 4096
 """Groups whose last match is remembered; the oldest are forgotten first."""
 
 
+def balanced_shares(count: int, room: Sequence[int]) -> list[int] | None:
+    """``count`` split over domains of ``room`` as evenly as their room allows (None: no fit).
+
+    Water-filling: every domain takes an equal share, capped by its room; what the
+    capped ones cannot take goes to the others, one more each from the first.
+    """
+    shares = [0] * len(room)
+    left = count
+    open_ = [i for i, r in enumerate(room) if r > 0]
+    while left and open_:
+        each = max(1, left // len(open_))
+        for i in list(open_):
+            take = min(each, room[i] - shares[i], left)
+            shares[i] += take
+            left -= take
+            if shares[i] == room[i]:
+                open_.remove(i)
+            if not left:
+                break
+    return None if left else shares
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -297,7 +324,12 @@ class Ledger:
         events: PodEvents | None = None,
         default_runtime: int = DEFAULT_RUNTIME,
         reserve_depth: int = DEFAULT_RESERVE_DEPTH,
+        spread: str = PACK,
     ) -> None:
+        if spread not in SPREADS:
+            raise ValueError(f"spread must be one of {', '.join(SPREADS)}, not {spread!r}")
+        self.spread = spread
+        """How a gang that spans several domains is shared among them (:data:`SPREADS`)."""
         self.graph = graph
         self.events: PodEvents = events if events is not None else NoEvents()
         """Warnings for pod owners (an ignored record, a gang timeout)."""
@@ -931,10 +963,45 @@ class Ledger:
                 break
             within = [n for path in chosen for n in members[path]]
             specs = self._jobspecs(group, pods, exclude, split, window, within)
+            if self.spread == BALANCED:
+                specs = self._balanced(
+                    group, pods, exclude, split, window, specs, chosen, members, slots
+                )
             result = self._place_locked(group, pods, specs, split, runtime, window)
             if result.status == "allocated":
                 return result
         return None
+
+    def _balanced(
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: Sequence[str],
+        split: Mapping[str, Split],
+        window: int,
+        whole: GroupSpecs,
+        chosen: Sequence[str],
+        members: Mapping[str, Sequence[str]],
+        slots: Mapping[str, int],
+    ) -> GroupSpecs:
+        """``whole``'s compute pods shared as evenly as the ``chosen`` domains' room allows.
+
+        12 pods on two racks with room for 10 each: 6 and 6. Each domain's share is
+        matched inside it; the devices stay one request for the group.
+        """
+        placed = [p for p in sorted(pods, key=lambda p: p.key) if split[p.key][0]]
+        shares = balanced_shares(len(placed), [slots[path] for path in chosen])
+        if shares is None:
+            return whole
+        compute: list[ComputeSpec] = []
+        start = 0
+        for path, share in zip(chosen, shares, strict=True):
+            part = placed[start : start + share]
+            start += share
+            if part:
+                specs = self._jobspecs(group, part, exclude, split, window, members[path])
+                compute.extend(specs.compute)
+        return GroupSpecs(tuple(compute), whole.devices)
 
     def _place_in_one_domain(
         self,
@@ -1010,9 +1077,12 @@ class Ledger:
                         group, alloc.status, f"{cs.count} pod(s) of {describe(dict(cs.shape))}"
                     )
                 matched.append(jid)
-                placed = assign(
-                    shape_pods[cs.shape], slots_per_node(alloc.by_node(), cs.shape, cs.count)
+                # Specs of one shape (one per domain, spread) each take the next pods.
+                mine, shape_pods[cs.shape] = (
+                    shape_pods[cs.shape][: cs.count],
+                    shape_pods[cs.shape][cs.count :],
                 )
+                placed = assign(mine, slots_per_node(alloc.by_node(), cs.shape, cs.count))
                 node_of.update(placed)
                 if cs.count == 1 and window == runtime:
                     (only,) = placed

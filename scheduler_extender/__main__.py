@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         events=events,
         default_runtime=settings.default_runtime,
         reserve_depth=1 if settings.backfill == "easy" else settings.reserve_depth,
+        spread=settings.spread,
     )
     runtime = Runtime(cache, graph, ledger)
     binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)

@@ -61,6 +61,12 @@ class ExtenderSettings(ServerSettings):
         description="conservative: the first reserve_depth waiting groups hold reservations "
         "that nothing placed later may delay; easy: only the head of the queue does.",
     )
+    spread: Literal["pack", "balanced"] = Field(
+        default="pack",
+        description="How a gang that no one topology domain holds is shared among the fewest "
+        "that do: pack (as the match fills them) or balanced (as evenly as their room "
+        "allows: 12 pods on two racks with room for 10 each go 6 and 6).",
+    )
     reserve_depth: int = Field(
         default=32,
         gt=0,

@@ -154,9 +154,14 @@ def test_values_change_what_they_name() -> None:
             "image.tag=9.9.9",
             "--set",
             "scheduler.podMaxBackoffSeconds=4",
+            "--set",
+            "extender.spread=balanced",
         )
     )
     assert scheduler_config(custom)["podMaxBackoffSeconds"] == 4
+    assert (
+        env_of(container(custom, "fluence-scheduler", "extender"))["FLUENCE_SPREAD"] == "balanced"
+    )
     deploy = next(
         d
         for d in custom

@@ -230,3 +230,83 @@ def test_each_levels_domains_are_kept_until_a_node_moves() -> None:
     assert g.domains("rack") is rack and g.domains("zone") is zone
     g.upsert_node(node("extra", "z1", "rack9"))
     assert "/cluster/z1/rack9" in g.domains("rack") and g.domains("zone") is not zone
+
+
+@pytest.mark.parametrize(
+    ("count", "room", "shares"),
+    [
+        (12, [10, 10], [6, 6]),
+        (13, [10, 10], [7, 6]),
+        (12, [10, 4], [8, 4]),
+        (7, [3, 3, 3], [3, 2, 2]),
+        (5, [0, 5], [0, 5]),
+        (11, [5, 5], None),
+    ],
+)
+def test_balanced_shares_fill_domains_evenly_within_their_room(
+    count: int, room: list[int], shares: list[int] | None
+) -> None:
+    from fluence.ledger import balanced_shares
+
+    got = balanced_shares(count, room)
+    assert got == shares
+    if got is not None:
+        assert sum(got) == count and all(s <= r for s, r in zip(got, room, strict=True))
+
+
+@pytest.mark.parametrize(("spread", "per_rack"), [("pack", [10, 2]), ("balanced", [6, 6])])
+def test_a_gang_over_two_racks_is_packed_or_balanced_as_configured(
+    spread: str, per_rack: list[int]
+) -> None:
+    # Kueue's example: 12 pods on two racks with room for 10 each (10 nodes of 1 cpu).
+    g = ClusterGraph(EXAMPLES, racks(2, 10, cpu="1"))
+    ledger = Ledger(g, spread=spread)
+    gang = [make_pod(f"w{i}", cpu="1", group="g") for i in range(12)]
+    res = ledger.place("default/g", gang)
+    assert res.status == "allocated", res.message
+    counts: dict[str, int] = {}
+    for h in res.holdings.values():
+        counts[h.node[:2]] = counts.get(h.node[:2], 0) + 1
+    assert sorted(counts.values(), reverse=True) == per_rack
+    assert len({h.node for h in res.holdings.values()}) == 12, "one pod per 1-cpu node"
+    # Releasing the gang frees every core it held, whichever way it was shared.
+    for p in gang:
+        ledger.release(p.key, "test")
+    assert all(u["core"]["allocated"] == 0 for u in g.node_usage().values())
+
+
+def rack_counts(res: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for h in res.holdings.values():
+        counts[h.node[:2]] = counts.get(h.node[:2], 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize(("spread", "per_rack"), [("pack", [9, 3]), ("balanced", [6, 6])])
+def test_a_gang_of_two_shapes_is_balanced_over_its_racks(spread: str, per_rack: list[int]) -> None:
+    g = ClusterGraph(EXAMPLES, racks(2, 10, cpu="1"))
+    ledger = Ledger(g, spread=spread)
+    gang = [make_pod(f"w{i}", cpu="1", group="g") for i in range(9)]
+    gang += [make_pod(f"m{i}", cpu="1", memory="64Mi", group="g") for i in range(3)]
+    res = ledger.place("default/g", gang)
+    assert res.status == "allocated", res.message
+    assert sorted(rack_counts(res).values(), reverse=True) == per_rack
+
+
+def test_a_balanced_share_is_capped_by_the_room_a_rack_has() -> None:
+    # rack1 has room for 5 (five of its ten 1-cpu nodes taken): 13 pods go 8 + 5.
+    g = ClusterGraph(EXAMPLES, racks(2, 10, cpu="1"))
+    ledger = Ledger(g, spread="balanced")
+    for name in [f"r1n{i}" for i in range(5)]:
+        others = [n for n in g.node_names() if n != name]
+        filler = make_pod(f"f-{name}", cpu="1")
+        assert ledger.place(f"default/f-{name}", [filler], others).status == "allocated"
+    gang = [make_pod(f"w{i}", cpu="1", group="g") for i in range(13)]
+    res = ledger.place("default/g", gang)
+    assert res.status == "allocated", res.message
+    assert rack_counts(res) == {"r0": 8, "r1": 5}
+
+
+def test_an_unknown_spread_is_refused() -> None:
+    with pytest.raises(ValueError, match="spread must be one of"):
+        Ledger(ClusterGraph(EXAMPLES, racks(2, 1)), spread="scatter")
