@@ -36,14 +36,17 @@ _match_seconds = _meter.create_histogram(
 MAX_SCORE = 10
 
 LAG_GRACE_SECONDS = 10.0
-"""How long after a match a member's node may stay ruled out and keep its holding.
+"""How long a gang member's node may go unoffered by kube-scheduler before it is moved.
 
-fluence frees capacity when its watch shows a pod ended; kube-scheduler's cache can
-see the same event a moment later, and meanwhile rules the node out for the member
-placed there. Releasing at once would hand that room to the next small pod while the
-rest of the gang waits at Permit; past the grace the node is ruled out for a reason
-of its own, and the member is placed again. A pod alone is placed again at once:
-no gang waits on it."""
+kube-scheduler offers a member only some nodes at a time: the nodes of one candidate
+placement (a rack, with topology-aware workload scheduling, each tried in turn), or
+all nodes but one its cache still sees busy a moment after fluence's watch saw the
+pod there end. Either way the member keeps its holding and the filter answers that
+these nodes will not do, so the placement that holds fluence's nodes is the one that
+succeeds; were it released, the gang would be split and the room handed to the next
+small pod. A node not offered for this long since it was last handed out is ruled
+out for a reason of kube-scheduler's own, and the member is placed again. A pod
+alone is placed again at once: no gang waits on it."""
 
 
 class ClusterView(Protocol):
@@ -107,6 +110,10 @@ def describe_units(units: Sequence[str]) -> str:
     return " and ".join(parts)
 
 
+def _elsewhere(group: str, node: str) -> str:
+    return f"group {group} is placed elsewhere: node {node} holds this pod"
+
+
 class Scheduler:
     def __init__(
         self,
@@ -165,13 +172,11 @@ class Scheduler:
             if (
                 held.group != pod.key
                 and held.state == TENTATIVE
-                and self.ledger.clock() - held.placed < LAG_GRACE_SECONDS
+                and self.ledger.clock() - held.since < LAG_GRACE_SECONDS
             ):
-                msg = (
-                    f"node {held.node} is held for this pod but kube-scheduler does not "
-                    "see room there yet"
+                return FilterOutcome(
+                    failed={n: _elsewhere(held.group, held.node) for n in candidates}
                 )
-                return FilterOutcome(failed={n: msg for n in candidates})
             self.ledger.release(pod.key, f"the scheduler ruled out its node {held.node}")
             return self._place(pod.key, [pod], pod, candidates, only_candidates=True)
 
@@ -270,6 +275,10 @@ class Scheduler:
             return FilterOutcome(nodes=list(candidates))
         if mine.node in candidates:
             return FilterOutcome(nodes=[mine.node])
+        if not only_candidates and len(pods) > 1:
+            # A gang placed where these candidates are not (another rack kube-scheduler
+            # tries first, say): the placement with fluence's nodes is the one to pass.
+            return FilterOutcome(failed={n: _elsewhere(group, mine.node) for n in candidates})
         if not only_candidates:
             # Fluxion chose a node the scheduler ruled out for this pod: try once more within
             # the candidates, keeping the rest of the group where it is.

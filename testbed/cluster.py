@@ -56,6 +56,13 @@ class Release:
     feature_gates: str
     runtime_config: str
     podgroup_version: str
+    topology_gate: str = "TopologyAwareWorkloadScheduling=true"
+    """kube-scheduler's placement of a PodGroup in one domain of a node label (alpha): the
+    API server keeps ``schedulingConstraints.topology`` only with it on."""
+
+    def with_topology(self) -> str:
+        """These feature gates and the topology-aware placement's."""
+        return f"{self.feature_gates},{self.topology_gate}"
 
 
 RELEASES = {

@@ -14,6 +14,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from testbed import ControlPlane
+from testbed.cluster import selected_release
 
 E2E_DIR = Path(__file__).resolve().parent
 
@@ -26,8 +27,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
-    """etcd + kube-apiserver for the session; stopped at the end even after failures."""
-    cp = ControlPlane()
+    """etcd + kube-apiserver for the session; stopped at the end even after failures.
+
+    With kube-scheduler's topology-aware placement on, as a cluster that uses PodGroup
+    ``schedulingConstraints.topology`` runs: fluence must agree with the placements
+    kube-scheduler tries, one domain at a time.
+    """
+    cp = ControlPlane(feature_gates=selected_release().with_topology())
     cp.start()
     try:
         yield cp

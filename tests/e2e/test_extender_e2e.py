@@ -789,6 +789,43 @@ def test_a_gang_that_requires_one_rack_lands_in_one_rack(suite: Suite) -> None:
     assert racks != {blocked_rack}  # the blocked rack has room for two pods only
 
 
+def test_a_podgroup_requiring_one_rack_passes_the_placement_kube_scheduler_tries_there(
+    suite: Suite,
+) -> None:
+    """kube-scheduler's topology-aware placement tries every rack in turn, offering the
+    members that rack's nodes alone; fluence must fail the racks it did not choose and
+    pass the one it did, whole, and never split the gang between them."""
+    rack_key = "topology.kubernetes.io/rack"
+    racks = ("ra", "rb", "rc")
+    for rack in racks:
+        suite.nodes += suite.stack.cp.add_nodes(
+            2,
+            prefix=f"f{suite.id}-{rack}-",
+            capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
+            labels={SUITE_LABEL: suite.id, rack_key: f"{suite.id}-{rack}"},
+        )
+    wait_for(
+        lambda: all(n in suite.stack.extender.state()["nodes"] for n in suite.nodes),
+        20,
+        "the extender to see the racks",
+    )
+    # Every rack holds either gang (3 x 2 cpu on 2 x 4 cpu), so kube-scheduler has
+    # three placements to try for each, one of which is fluence's.
+    for gang in ("first", "second"):
+        suite.podgroup(gang, 3, schedulingConstraints={"topology": [{"key": rack_key}]})
+        for i in range(3):
+            suite.pod(f"{gang}-{i}", cpu="2", group=gang)
+    for gang in ("first", "second"):
+        bound = suite.wait_bound(*(f"{gang}-{i}" for i in range(3)), timeout=90)
+        assert len({n.split("-")[1] for n in bound.values()}) == 1, bound
+    stored = suite.custom.get_namespaced_custom_object(
+        "scheduling.k8s.io", suite.stack.cp.release.podgroup_version, suite.ns, "podgroups", "first"
+    )
+    assert stored["spec"]["schedulingConstraints"]["topology"] == [{"key": rack_key}]
+    log = suite.stack.extender.log_path.read_text(errors="replace")
+    assert not [line for line in log.splitlines() if suite.ns in line and "ruled out" in line]
+
+
 def test_a_gang_too_big_for_any_rack_spans_the_fewest_racks(suite: Suite) -> None:
     """No rack holds it: the fewest racks with room do, not the first nodes found."""
     rack_key = "topology.kubernetes.io/rack"

@@ -129,35 +129,62 @@ def test_scheduler_finds_gang_members_through_the_index() -> None:
     assert scheduler.ledger.get(first.key) is not None
 
 
-def test_a_member_whose_node_kube_scheduler_still_sees_full_keeps_its_holding() -> None:
-    """kube-scheduler's cache lags the watch fluence freed the node by: a fresh holding
-    waits out the lag; only one ruled out past the grace is placed again."""
+def gang_of_two(cpu: str) -> tuple[Scheduler, list[float], IndexedCluster, Pod, Pod]:
     graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4") for i in range(3)])
     now = [100.0]
-    ledger = Ledger(graph, clock=lambda: now[0])
     view = IndexedCluster()
-    scheduler = Scheduler(graph, ledger, view, NullBinder())
+    scheduler = Scheduler(graph, Ledger(graph, clock=lambda: now[0]), view, NullBinder())
     size = {"fluence.flux-framework.org/group-size": "2"}
     lab = {"fluence.flux-framework.org/group": "pair"}
-    first = view.add(make_pod("p0", cpu="4", labels=lab, annotations=size))
-    second = view.add(make_pod("p1", cpu="4", labels=lab, annotations=size))
+    first = view.add(make_pod("p0", cpu=cpu, labels=lab, annotations=size))
+    second = view.add(make_pod("p1", cpu=cpu, labels=lab, annotations=size))
+    return scheduler, now, view, first, second
+
+
+def test_a_member_whose_node_is_not_offered_keeps_its_holding_for_a_grace() -> None:
+    """Offered other nodes (another placement kube-scheduler tries, or a cache that lags
+    fluence's watch), a gang member keeps its node; only one not offered for the whole
+    grace since it was last handed out is placed again."""
+    scheduler, now, _, first, second = gang_of_two("4")
+    ledger = scheduler.ledger
     everywhere = ["n0", "n1", "n2"]
     assert len(scheduler.filter(first, everywhere).nodes) == 1
     held = ledger.get(second.key)
     assert held is not None
-    lagging = [n for n in everywhere if n != held.node]
+    others = [n for n in everywhere if n != held.node]
     now[0] += LAG_GRACE_SECONDS / 2
-    out = scheduler.filter(second, lagging)
-    assert not out.nodes and "does not see room there yet" in out.failed[lagging[0]]
+    out = scheduler.filter(second, others)
+    assert not out.nodes and "placed elsewhere" in out.failed[others[0]]
     kept = ledger.get(second.key)
     assert kept is not None and kept.node == held.node and kept.jobid == held.jobid
     # Nothing else may take the held node meanwhile.
-    other = make_pod("solo", cpu="4")
-    out = scheduler.filter(other, [held.node])
+    out = scheduler.filter(make_pod("solo", cpu="4"), [held.node])
     assert not out.nodes
-    now[0] += LAG_GRACE_SECONDS
-    out = scheduler.filter(second, lagging)
-    assert out.nodes and out.nodes[0] in lagging and out.nodes[0] != held.node
+    # Offered again (the placement that holds it): handed out, and the grace starts over.
+    assert scheduler.filter(second, everywhere).nodes == [held.node]
+    now[0] += LAG_GRACE_SECONDS - 1
+    assert not scheduler.filter(second, others).nodes
+    now[0] += 2
+    out = scheduler.filter(second, others)
+    assert out.nodes and out.nodes[0] in others
+
+
+def test_a_gang_placed_outside_the_offered_nodes_stays_whole() -> None:
+    """kube-scheduler's topology-aware placements offer one rack at a time: the first
+    member's filter in a rack fluence did not choose must not split the gang."""
+    scheduler, _, _, first, second = gang_of_two("4")
+    ledger = scheduler.ledger
+    out = scheduler.filter(first, ["n2"])
+    if out.nodes:  # fluence chose n2 for the first member: offer the other's node alone
+        first, second = second, first
+        held = ledger.get(first.key)
+        assert held is not None
+        out = scheduler.filter(first, [n for n in ["n0", "n1", "n2"] if n != held.node])
+    assert not out.nodes and "placed elsewhere" in next(iter(out.failed.values()))
+    placed = {k: h.node for k, h in ledger.holdings().items()}
+    assert len(placed) == 2 and len(set(placed.values())) == 2
+    for pod in (first, second):
+        assert scheduler.filter(pod, ["n0", "n1", "n2"]).nodes == [placed[pod.key]]
 
 
 # ---- kept match jobs -----------------------------------------------------------------------
