@@ -7,7 +7,10 @@ on a fresh control plane with the same nodes, so no rule inherits another's stat
 - ``native``: the same profile with kube-scheduler's gang scheduling (the pods name a
   ``scheduling.k8s.io`` PodGroup) and, where asked, its topology-aware placement;
 - ``fluence``: the same PodGroups and pods for a kube-scheduler whose profile calls
-  ``fluence-extender``.
+  ``fluence-extender``;
+- ``null``: ``native`` with ``bench/null_extender.py`` in the profile (keeps the first
+  candidate kube-scheduler offers, binds): what being an extender at all costs, the
+  baseline "fluence / null" is read against.
 """
 
 from __future__ import annotations
@@ -23,9 +26,6 @@ from fluence import names
 from testbed import ControlPlane
 from testbed.cluster import selected_release
 from testbed.schedconfig import scheduler_config
-
-TOPOLOGY_GATE = "TopologyAwareWorkloadScheduling=true"
-"""kube-scheduler's placement of a PodGroup in one domain of a node label (alpha)."""
 
 
 @dataclass
@@ -116,7 +116,7 @@ def rule_cluster(
     square root of its size).
     """
     release = selected_release()
-    gates = release.feature_gates + ("," + TOPOLOGY_GATE if topology else "")
+    gates = release.with_topology() if topology else release.feature_gates
     with ControlPlane(feature_gates=gates) as cp:
         cp.start_kwok()
         for s in node_sets:
@@ -124,9 +124,14 @@ def rule_cluster(
         cp.create_namespace(namespace)
         log_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.ExitStack() as stack:
-            if rule == "fluence":
+            if rule in ("fluence", "null"):
                 extender = stack.enter_context(
-                    Extender(cp.kubeconfig, log_dir / f"extender-{rule}.log", env=extender_env)
+                    Extender(
+                        cp.kubeconfig,
+                        log_dir / f"extender-{rule}.log",
+                        env=extender_env,
+                        null=rule == "null",
+                    )
                 )
                 config = scheduler_config(extender.url)
                 scheduler_name = names.SCHEDULER_NAME

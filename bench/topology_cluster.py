@@ -11,7 +11,10 @@ two rules, each on a fresh control plane with the same nodes (racks x nodes of
   rack says so in its PodGroup's ``schedulingConstraints.topology``; the others say
   nothing;
 - ``fluence``: the same PodGroups and pods for a kube-scheduler whose profile calls
-  ``fluence-extender`` (which packs gangs without a constraint into the fewest racks).
+  ``fluence-extender`` (which packs gangs without a constraint into the fewest racks);
+- ``null``: ``native`` calling an extender that decides nothing (it keeps the first
+  candidate and binds): the time any extender adds, so that "null / native" shows how
+  much of "fluence / native" the extender protocol alone takes.
 
 Gangs come one at a time (sizes 2 to 128 one-cpu pods, seeded, a share requiring one
 rack). A gang whose pods are not all bound within ``--wait`` seconds is counted as
@@ -44,7 +47,7 @@ from bench.plots import racks_spanned  # noqa: E402
 from bench.topology import RACK, ZONE, workload  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-RULES = ("native", "fluence")
+RULES = ("native", "fluence", "null")
 NS = "gangs"
 POLL_S = 0.1
 
@@ -178,10 +181,11 @@ def main() -> None:
         "results": [{k: v for k, v in r.items() if k != "spans"} for r in rows],
         "plot": str(figure),
     }
-    if {"native", "fluence"} <= by_rule.keys() and by_rule["native"]["placing_seconds"]:
-        summary["ratio_time_fluence_vs_native"] = round(
-            by_rule["fluence"]["placing_seconds"] / by_rule["native"]["placing_seconds"], 2
-        )
+    for a, b in (("fluence", "native"), ("null", "native"), ("fluence", "null")):
+        if {a, b} <= by_rule.keys() and by_rule[b]["placing_seconds"]:
+            summary[f"ratio_time_{a}_vs_{b}"] = round(
+                by_rule[a]["placing_seconds"] / by_rule[b]["placing_seconds"], 2
+            )
     print(json.dumps(summary, indent=2))
 
 
