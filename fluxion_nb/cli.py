@@ -336,7 +336,7 @@ class Session:
             print(f"ERROR: invalid time ({at}, {duration})", file=sys.stderr)
             return
         try:
-            r = self.m.update_allocate(jobid, text, at, duration, args[1] == "reserve", "")
+            r = self.m.update_allocate(jobid, text, at, duration, args[1] == "reserve", "", args[2])
         except (InputError, NotFoundError, StateError) as exc:
             r = None
             print(f"ERROR: traverser run () returned error \nERROR: {exc}", file=sys.stderr)

@@ -250,10 +250,25 @@ class Graph:
         return self.match(jobspec, "satisfiability").status == "satisfiable"
 
     def update_allocate(
-        self, jobid: int, R: str, *, at: int = 0, duration: int, reserve: bool = False
+        self,
+        jobid: int,
+        R: str,
+        *,
+        at: int = 0,
+        duration: int,
+        reserve: bool = False,
+        reader: str = "",
     ) -> Allocation:
-        """Replay an allocation recorded earlier (its JGF or rv1 R), e.g. after a restart."""
-        return _allocation(self._m, self._m.update_allocate(jobid, R, at, duration, reserve, ""))
+        """Replay an allocation recorded earlier, e.g. after a restart.
+
+        ``reader``: ``"jgf"`` reads the JGF graph of R (as the jgf and rv1 writers
+        write it), ``"rv1exec"`` its R_lite ranks, hosts and child ids (RFC 20
+        R without a graph); ``""`` picks JGF when R has one. R's own start and
+        expiration are ignored: the job holds ``[at, at + duration)``.
+        """
+        return _allocation(
+            self._m, self._m.update_allocate(jobid, R, at, duration, reserve, "", reader)
+        )
 
     def hold(self, jobid: int, holdings: Mapping[str, int], *, at: int = 0, duration: int) -> None:
         """Hold ``amount`` units of each vertex path in ``holdings`` as job ``jobid``.

@@ -184,10 +184,21 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
 }
 
 std::map<int, std::pair<int64_t, bool>> Matcher::read_r_amounts(const std::string &R) const {
-    json::Value doc = json::parse(R);
+    return read_r_amounts(json::parse(R));
+}
+
+namespace {
+// The JGF graph an R carries (scheduling.graph, or a bare graph), or null.
+const json::Value *r_graph(const json::Value &doc) {
     const json::Value *graph = nullptr;
     if (const json::Value *s = doc.find("scheduling")) graph = s->find("graph");
     if (!graph) graph = doc.find("graph");
+    return graph;
+}
+}  // namespace
+
+std::map<int, std::pair<int64_t, bool>> Matcher::read_r_amounts(const json::Value &doc) const {
+    const json::Value *graph = r_graph(doc);
     if (!graph || !graph->is_object()) throw InputError("R: no JGF 'graph' (or 'scheduling.graph') in it");
     const json::Value *nodes = graph->find("nodes");
     if (!nodes || !nodes->is_array()) throw InputError("R: graph.nodes must be an array");
@@ -262,16 +273,34 @@ void Matcher::hold(int64_t jobid, const std::vector<std::pair<std::string, int64
 }
 
 MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
-                                     bool reserve, const std::string &format) {
+                                     bool reserve, const std::string &format, const std::string &reader) {
+    if (reader != "" && reader != "jgf" && reader != "jgf_shorthand" && reader != "rv1exec")
+        throw InputError("update: R reader must be jgf, jgf_shorthand or rv1exec, not '" + reader + "'");
     std::lock_guard<std::mutex> lk(mu_);
     check_new_job(jobid, at, duration, "update");
     const RFormat fmt = format.empty() ? format_ : r_format(format);
-    auto amounts = read_r_amounts(R);
+    std::map<int, std::pair<int64_t, bool>> amounts;
+    std::vector<int> unplanned;
+    bool rv1exec = reader == "rv1exec";
+    if (!rv1exec) {
+        json::Value doc = json::parse(R);
+        // Told nothing: an R without JGF is read for its R_lite.
+        if (reader.empty() && doc.is_object() && !r_graph(doc) && doc.find("execution"))
+            rv1exec = true;
+        else
+            amounts = read_r_amounts(doc);
+    }
+    if (rv1exec) {
+        Rv1Holdings held = rv1exec_holdings(*g_, R);
+        amounts = std::move(held.amounts);
+        unplanned = std::move(held.unplanned);
+    }
     Emission em;
     std::string why;
     MatchResult r;
     r.jobid = jobid;
-    if (!trav_->replay(jobid, at, duration, reserve, amounts, em, why)) throw StateError("update: " + why);
+    if (!trav_->replay(jobid, at, duration, reserve, amounts, em, why, &unplanned))
+        throw StateError("update: " + why);
     r.status = reserve ? "reserved" : "allocated";
     r.at = at;
     r.duration = duration;

@@ -96,9 +96,15 @@ class Matcher {
     MatchResult match(const std::string &jobspec_json, const std::string &op,
                       std::optional<int64_t> jobid = std::nullopt,
                       const std::string &format = "", int64_t now = 0);
-    // Replay a known allocation (JGF R, as written by the jgf/rv1 writers).
+    // Replay a known allocation. `reader` says how R is read: "jgf" (or
+    // "jgf_shorthand"): the vertices of its JGF graph (scheduling.graph, as
+    // the jgf/rv1 writers write it); "rv1exec": the ranks, hosts and child
+    // ids of execution.R_lite and nodelist, found as flux-sched's rv1exec
+    // reader finds them (see readers/rv1exec.hpp); "": JGF when R has a
+    // graph, else rv1exec. R's own start and expiration are not read: the
+    // job holds [at, at + duration).
     MatchResult update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
-                                bool reserve, const std::string &format = "");
+                                bool reserve, const std::string &format = "", const std::string &reader = "");
     // Hold given amounts of given vertices (path -> units, each held
     // exclusively by the job) as a new job over [at, at + duration): what
     // update_allocate does for an R naming those vertices and their
@@ -198,6 +204,7 @@ class Matcher {
     // Throws unless `jobid` is free and [at, at + duration) lies in the graph's span.
     void check_new_job(int64_t jobid, int64_t at, int64_t duration, const char *op) const;
     std::map<int, std::pair<int64_t, bool>> read_r_amounts(const std::string &R) const;
+    std::map<int, std::pair<int64_t, bool>> read_r_amounts(const json::Value &doc) const;
     std::vector<int> named_holdings(int64_t jobid, const std::string &R) const;
     std::vector<int> rank_holdings(int64_t jobid, const std::string &R) const;
 };

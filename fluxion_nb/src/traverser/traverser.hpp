@@ -92,9 +92,11 @@ class Traverser {
     // the job is left.
     bool partial_cancel(int64_t jobid, const std::vector<int> &listed, bool &full);
     // Replay an allocation: vertex -> (amount, exclusive) for the given job.
+    // `unplanned`: vertices among them held exclusively (tagged, emitted as
+    // exclusive) whose own planner nonetheless takes no span.
     bool replay(int64_t jobid, int64_t at, int64_t duration, bool reserve,
                 const std::map<int, std::pair<int64_t, bool>> &amounts, Emission &out,
-                std::string &why);
+                std::string &why, const std::vector<int> *unplanned = nullptr);
 
     // Apply every deferred node-wide bookkeeping (see deferred_holds.cpp);
     // needed before reading vertices' scheduling state directly.

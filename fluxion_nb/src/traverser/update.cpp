@@ -121,7 +121,7 @@ bool Traverser::update(int root, Emission &out, JobMeta &m) {
 
 bool Traverser::replay(int64_t jobid, int64_t at, int64_t duration, bool reserve,
                        const std::map<int, std::pair<int64_t, bool>> &amounts, Emission &out,
-                       std::string &why) {
+                       std::string &why, const std::vector<int> *unplanned) {
     // Mark the edges leading to every replayed vertex, then run the normal
     // update walk so aggregates, tags and order are maintained the same way.
     for (const auto &kv : amounts) settle_above(kv.first);
@@ -171,6 +171,18 @@ bool Traverser::replay(int64_t jobid, int64_t at, int64_t duration, bool reserve
         why = "nothing of the replayed allocation is in this graph";
         return false;
     }
+    // The walk gave every exclusive vertex a span of its own; take back
+    // those of the unplanned ones (they keep their tag and exclusivity span).
+    if (unplanned)
+        for (int v : *unplanned) {
+            Vertex &x = V(v);
+            auto &held = reserve ? x.reservations : x.allocations;
+            if (auto it = held.find(jobid); it != held.end()) {
+                x.plans.rem_span(it->second);
+                held.erase(it);
+                touch(v);
+            }
+        }
     return true;
 }
 

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from fluxion_nb import Graph, cli
 from fluxion_nb.examples import pooled_cluster, slot_jobspec
+from tests.conformance.replay import fixtures_dir
+from tests.support.shared_data import require
+
+_BAR = "INFO: ============================="
 
 
 def _run(tmp_path: Path, cmds: str, nodes: int = 1) -> tuple[str, str]:
@@ -132,3 +136,181 @@ def test_update_numbers_jobs_and_names_its_mode_as_resource_query_does(tmp_path:
     assert err.count("ERROR: traverser run () returned error") == 1
     assert "ERROR: existing Jobid" in err
     assert "ERROR: invalid time (0, 0)" in err
+
+
+def _ranked_cluster(
+    hosts: tuple[str, ...] = ("node0", "node1"), cores: int = 16, gpus: int = 4
+) -> dict:
+    """The graph flux-sched builds from an rv1exec R such as its tiny_rv1exec.json, as JGF:
+    cluster0, one node per host at rank = position, single cores and gpus under it."""
+    nodes: list[dict] = []
+    edges: list[dict] = []
+
+    def vertex(type_: str, name: str, idx: int, rank: int, path: str) -> str:
+        key = str(len(nodes))
+        meta = {"type": type_, "name": name, "id": idx, "rank": rank, "size": 1}
+        nodes.append({"id": key, "metadata": {**meta, "paths": {"containment": path}}})
+        return key
+
+    root = vertex("cluster", "cluster0", 0, -1, "/cluster0")
+    for rank, host in enumerate(hosts):
+        digits = host[len(host.rstrip("0123456789")) :]
+        node = vertex("node", host, int(digits) if digits else -1, rank, f"/cluster0/{host}")
+        edges.append({"source": root, "target": node})
+        for kind, count in (("core", cores), ("gpu", gpus)):
+            for i in range(count):
+                child = vertex(kind, f"{kind}{i}", i, rank, f"/cluster0/{host}/{kind}{i}")
+                edges.append({"source": node, "target": child})
+    return {"graph": {"nodes": nodes, "edges": edges}}
+
+
+def _rq(tmp_path: Path, graph: dict, cmds: str, *options: str) -> tuple[str, str]:
+    """fluxion-rq on ``graph`` with ``cmds`` on stdin: its -t output and its stderr."""
+    gpath = tmp_path / "graph.json"
+    gpath.write_text(json.dumps(graph))
+    out = tmp_path / "rq.out"
+    err = io.StringIO()
+    old = sys.stdin
+    sys.stdin = io.StringIO(cmds)
+    try:
+        with contextlib.redirect_stderr(err):
+            argv = ["-L", str(gpath), "-f", "jgf", "-d", "-t", str(out), *options]
+            assert cli.main(argv) == 0
+    finally:
+        sys.stdin = old
+    return out.read_text(), err.getvalue()
+
+
+def _rv1exec(entries: list[tuple[str, dict[str, str]]], nodelist: list[str]) -> str:
+    r_lite = [{"rank": rank, "children": children} for rank, children in entries]
+    execution = {"R_lite": r_lite, "nodelist": nodelist, "starttime": 0, "expiration": 1000000}
+    return json.dumps({"version": 1, "execution": execution})
+
+
+_CORE_ON_A_NODE = {
+    "version": 9999,
+    "resources": [
+        {
+            "type": "node",
+            "count": 1,
+            "with": [
+                {
+                    "type": "slot",
+                    "count": 1,
+                    "label": "default",
+                    "with": [{"type": "core", "count": 1}, {"type": "gpu", "count": 1}],
+                }
+            ],
+        }
+    ],
+    "attributes": {"system": {"duration": 3600}},
+    "tasks": [{"command": ["app"], "slot": "default", "count": {"per_slot": 1}}],
+}
+
+
+def test_update_rv1exec_replays_what_match_wrote_as_resource_query_does(tmp_path: Path) -> None:
+    """flux-sched t3022 #12/#13: four matches written rv1_nosched, each R replayed with
+    `update allocate rv1exec` on a fresh graph, give the same output byte for byte."""
+    js = tmp_path / "js.json"
+    js.write_text(json.dumps(_CORE_ON_A_NODE))
+    graph = _ranked_cluster()
+    opts = ("-P", "high", "-F", "rv1_nosched")
+    matched, _ = _rq(tmp_path, graph, f"match allocate {js}\n" * 4 + "quit\n", *opts)
+    rs = [line for line in matched.splitlines() if not line.startswith("INFO")]
+    assert len(rs) == 4
+    cmds = ""
+    for jobid, r in enumerate(rs, start=1):
+        path = tmp_path / f"r{jobid}.json"
+        path.write_text(r + "\n")
+        cmds += f"update allocate rv1exec {path} {jobid} 0 3600\n"
+    updated, err = _rq(tmp_path, graph, cmds + "quit\n", *opts)
+    assert err == ""
+    assert updated == matched
+    # A fifth match finds the graph as the four matches left it: node1's gpus are taken.
+    after_matches, _ = _rq(tmp_path, graph, f"match allocate {js}\n" * 5 + "quit\n", *opts)
+    after_updates, _ = _rq(tmp_path, graph, cmds + f"match allocate {js}\nquit\n", *opts)
+    fifth = after_updates.splitlines()[-6]
+    assert fifth == after_matches.splitlines()[-6]
+    assert json.loads(fifth)["execution"]["R_lite"] == [
+        {"rank": "0", "children": {"core": "15", "gpu": "3"}}
+    ]
+
+
+def test_update_rv1exec_rolls_back_a_failed_update_as_resource_query_does(tmp_path: Path) -> None:
+    """flux-sched t3022 #16, compared with its expected output: an R naming a child the
+    node lacks (asic0) fails and holds nothing, so the next two fill both nodes."""
+    fx = require(fixtures_dir() / "data" / "resource", "flux-sched's fixtures", "FLUXION_FIXTURES")
+    jobs = fx / "jobspecs" / "update"
+    out, err = _rq(
+        tmp_path,
+        _ranked_cluster(),
+        f"update allocate rv1exec {jobs / 'test012.json'} 1 0 3600\n"
+        f"update allocate rv1exec {jobs / 'test013.json'} 2 0 3600\n"
+        f"update allocate rv1exec {jobs / 'test014.json'} 3 0 3600\n"
+        "find sched-now=free\nquit\n",
+        "-P",
+        "high",
+    )
+    assert out == (fx / "expected" / "update" / "016.R.out").read_text()
+    assert err.startswith("ERROR: traverser run () returned error \nERROR: ")
+    assert "asic0" in err
+
+
+def test_update_rv1exec_prints_and_numbers_as_the_jgf_update_does(tmp_path: Path) -> None:
+    """Reserved at a later start, refused for what the graph lacks or another job holds:
+    the no-match block, the error on stderr, nothing held, and the next id follows."""
+    part = tmp_path / "part.json"
+    part.write_text(_rv1exec([("0", {"core": "0-1"})], ["node0"]))
+    missing_rank = tmp_path / "rank.json"
+    missing_rank.write_text(_rv1exec([("0", {"core": "2"}), ("5", {"core": "0"})], ["node[0,5]"]))
+    wrong_host = tmp_path / "host.json"
+    wrong_host.write_text(_rv1exec([("0", {"core": "2"})], ["node1"]))
+    missing_core = tmp_path / "core.json"
+    missing_core.write_text(_rv1exec([("1", {"core": "15-16"})], ["node1"]))
+    rest = tmp_path / "rest.json"
+    rest.write_text(_rv1exec([("0", {"core": "2-15", "gpu": "0-3"})], ["node0"]))
+    out, err = _rq(
+        tmp_path,
+        _ranked_cluster(),
+        f"update reserve rv1exec {part} 7 100 3600\n"
+        f"update allocate rv1exec {missing_rank} 8 0 3600\n"
+        f"update allocate rv1exec {wrong_host} 9 0 3600\n"
+        f"update allocate rv1exec {missing_core} 10 0 3600\n"
+        f"update allocate rv1exec {part} 11 50 3600\n"
+        f"update allocate rv1exec {rest} 12 0 3600\n"
+        "find sched-now=allocated\nquit\n",
+        "-F",
+        "rv1_nosched",
+    )
+    blocks = [b for b in out.split(f"{_BAR}\n") if b]
+    reserved = json.loads(blocks[0])
+    assert reserved["execution"]["starttime"] == 100
+    assert reserved["execution"]["expiration"] == 3700
+    assert reserved["execution"]["R_lite"] == [{"rank": "0", "children": {"core": "0-1"}}]
+    assert blocks[1] == "INFO: JOBID=7\nINFO: RESOURCES=RESERVED\nINFO: SCHEDULED AT=100\n"
+    for i, jobid in enumerate((8, 9, 10, 11), start=2):
+        assert blocks[i] == f"INFO: No matching resources found\nINFO: JOBID={jobid}\n"
+    assert blocks[7] == "INFO: JOBID=12\nINFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n"
+    assert err.count("ERROR: traverser run () returned error") == 4
+    assert "node5" in err and "core16" in err
+    # Held now: job 12 alone (job 7 from 100 on); the refused ones left nothing.
+    held = json.loads(blocks[8])["execution"]["R_lite"]
+    assert held == [{"rank": "0", "children": {"core": "2-15", "gpu": "0-3"}}]
+
+
+def test_update_rv1exec_on_a_pooled_graph_fails_as_resource_query_does(tmp_path: Path) -> None:
+    """A Kubernetes-shaped node (one core pool of N units) has no single core an rv1exec R
+    can name: flux-sched looks children up as size-1 vertices."""
+    graph = pooled_cluster(nodes=1)
+    for v in graph["graph"]["nodes"][1:]:  # everything under the root: rank 0
+        v["metadata"]["rank"] = 0
+    node = next(n for n in graph["graph"]["nodes"] if n["metadata"]["type"] == "node")
+    r = tmp_path / "r.json"
+    r.write_text(_rv1exec([("0", {"core": "0"})], [node["metadata"]["name"]]))
+    js = tmp_path / "js.json"
+    js.write_text(json.dumps(slot_jobspec(1, 1, 1, duration=3600)))
+    out, err = _rq(tmp_path, graph, f"update allocate rv1exec {r} 3 0 3600\nmatch allocate {js}\n")
+    assert out.startswith(f"{_BAR}\nINFO: No matching resources found\nINFO: JOBID=3\n{_BAR}\n")
+    assert "INFO: JOBID=4\nINFO: RESOURCES=ALLOCATED" in out
+    assert "ERROR: traverser run () returned error" in err
+    assert "pool of 4000 units" in err

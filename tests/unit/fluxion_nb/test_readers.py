@@ -365,6 +365,89 @@ def test_mutated_R_replays_or_raises_without_changing_state(
     assert_whole_graph_fits(g)
 
 
+def _ranked_graph() -> str:
+    """cluster0 -> node0, node1 (rank = number) -> core0..3, gpu0..1: what flux-sched's
+    rv1exec reader builds, so that an rv1exec R names its vertices."""
+    nodes: list[dict[str, Any]] = []
+    edges: list[dict[str, str]] = []
+
+    def vertex(type_: str, name: str, idx: int, rank: int, path: str) -> str:
+        key = str(len(nodes))
+        meta = {"type": type_, "name": name, "id": idx, "rank": rank, "size": 1}
+        nodes.append({"id": key, "metadata": {**meta, "paths": {"containment": path}}})
+        return key
+
+    root = vertex("cluster", "cluster0", 0, -1, "/cluster0")
+    for n in range(2):
+        node = vertex("node", f"node{n}", n, n, f"/cluster0/node{n}")
+        edges.append({"source": root, "target": node})
+        for kind, count in (("core", 4), ("gpu", 2)):
+            for i in range(count):
+                path = f"/cluster0/node{n}/{kind}{i}"
+                edges.append({"source": node, "target": vertex(kind, f"{kind}{i}", i, n, path)})
+    return json.dumps({"graph": {"nodes": nodes, "edges": edges}})
+
+
+RANKED = _ranked_graph()
+RANKED_WHOLE: dict[str, Any] = {
+    "version": 9999,
+    "resources": [
+        {
+            "type": "node",
+            "count": 2,
+            "exclusive": True,
+            "with": [{"type": "core", "count": 4}, {"type": "gpu", "count": 2}],
+        }
+    ],
+    "tasks": [{"command": ["x"], "slot": "s", "count": {"per_slot": 1}}],
+    "attributes": {"system": {"duration": 60}},
+}
+
+
+@functools.cache
+def _rv1exec_r() -> Any:
+    """The rv1exec R (R_lite and nodelist only) of two cores and a gpu on a node."""
+    g = Graph(RANKED, match_format="rv1_nosched")
+    slot = {
+        "type": "slot",
+        "count": 1,
+        "label": "t",
+        "with": [{"type": "core", "count": 2}, {"type": "gpu", "count": 1}],
+    }
+    js = {
+        "version": 9999,
+        "resources": [{"type": "node", "count": 1, "with": [slot]}],
+        "tasks": [{"command": ["x"], "slot": "t", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 60}},
+    }
+    r = g.match(js)
+    assert r.status == "allocated", r
+    return json.loads(r.R)
+
+
+@FAST
+@given(
+    doc=st.deferred(lambda: mutated(_rv1exec_r(), 3)),
+    reserve=st.booleans(),
+    at=st.sampled_from([0, 100, 3153600000 - 61]),
+)
+def test_mutated_rv1exec_R_replays_or_raises_without_changing_state(
+    doc: Any, reserve: bool, at: int
+) -> None:
+    g = Graph(RANKED)
+    before = snapshot(g)
+    try:
+        r = g.update_allocate(77, dumps(doc), at=at, duration=60, reserve=reserve, reader="rv1exec")
+    except TYPED:
+        assert snapshot(g) == before
+    else:
+        assert r.status == ("reserved" if reserve else "allocated")
+        g.cancel(77)
+        assert held(g) == 0
+    whole = g.match(RANKED_WHOLE)
+    assert whole.status == "allocated", whole
+
+
 def _jgf_case(name: str) -> str:
     doc = json.loads(SMALL)
     nodes, edges = doc["graph"]["nodes"], doc["graph"]["edges"]
