@@ -176,9 +176,12 @@ class Driver:
                     after = f"{int(run.runtime * 1000)}ms"
                     annotations = {ANNOTATION_EXIT_CODE: "0", ANNOTATION_EXIT_AFTER: after}
                     for name in run.pod_names():
-                        self.rest.merge_patch(
-                            f"{self.pods_path}/{name}", {"metadata": {"annotations": annotations}}
-                        )
+                        # A pod preempted since the listing restarts the group next step.
+                        with contextlib.suppress(KubeApiError):
+                            self.rest.merge_patch(
+                                f"{self.pods_path}/{name}",
+                                {"metadata": {"annotations": annotations}},
+                            )
             elif phases.count("Succeeded") == run.size:
                 run.end = now
         self.busy.append((now, bound_cores))

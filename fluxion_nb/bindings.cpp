@@ -18,6 +18,9 @@ using namespace fluxion;
 
 NB_MODULE(_core, m) {
     m.doc() = "Fluxion-compatible resource graph matcher (C++ core).";
+    // A server's graph lives as long as its process: threads that still hold it when
+    // the interpreter exits are not leaks worth a warning on every shutdown.
+    nb::set_leak_warnings(false);
 
     nb::exception<InputError>(m, "InputError", PyExc_ValueError);
     nb::exception<NotFoundError>(m, "NotFoundError", PyExc_LookupError);
