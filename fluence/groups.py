@@ -12,26 +12,42 @@ Sources, first match wins:
 5. otherwise the pod is a group of one, keyed by its own name.
 
 The key is ``<namespace>/<name>`` so groups in different namespaces never meet.
+A native PodGroup that is the child of a CompositePodGroup with a gang policy
+(Kubernetes 1.37, alpha) is placed with its siblings as one group, keyed
+``<namespace>/composite:<name>`` (``:`` is in no object name, so no PodGroup's
+key is the same): every child whole, or nothing.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from fluence import names
-from fluence.pods import Pod, PodGroup
+from fluence.pods import CompositePodGroup, Pod, PodGroup
 
 PodGroupLookup = Callable[[str, str, str], PodGroup | None]
 """(api group, namespace, name) -> the PodGroup, or None when it is not known."""
+
+
+@runtime_checkable
+class CompositeView(Protocol):
+    """Where CompositePodGroups and their children are looked up (the reflectors)."""
+
+    def composite(self, namespace: str, name: str) -> CompositePodGroup | None: ...
+
+    def children(self, namespace: str, name: str) -> Sequence[PodGroup]: ...
+
 
 NATIVE = "native"
 LABEL_K8S = "label-k8s"
 LABEL_FLUENCE = "label-fluence"
 LABEL_X_K8S = "label-x-k8s"
 SINGLE = "single"
+COMPOSITE = "composite"
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,10 @@ class GroupRef:
     """False when its PodGroup's ``preemptionPolicy`` is ``Never``."""
     unknown: bool = False
     """Its pods name a PodGroup (``spec.schedulingGroup``) not known yet: its quorum is too."""
+    waiting: str = ""
+    """Why its quorum is not known yet (what is missing), when ``unknown``."""
+    children: tuple[str, ...] = ()
+    """A composite's child PodGroups: its members are theirs."""
 
     @property
     def single(self) -> bool:
@@ -96,8 +116,14 @@ def parse_group_size(text: str) -> int | None:
     return size if 1 <= size <= MAX_GROUP_SIZE else None
 
 
-def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
-    """The pod's group with its quorum (1 when the size is not known yet)."""
+def identify(
+    pod: Pod, lookup: PodGroupLookup = _no_lookup, composites: CompositeView | None = None
+) -> GroupRef:
+    """The pod's group with its quorum (1 when the size is not known yet).
+
+    ``composites``: where a PodGroup's parent CompositePodGroup is found; without
+    it every PodGroup is a group of its own.
+    """
     ns = pod.metadata.namespace
     source, name = group_name(pod)
     min_count = 1
@@ -105,6 +131,10 @@ def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
     if source in (NATIVE, LABEL_K8S):
         pg = lookup(names.PODGROUP_GROUP, ns, name)
         min_count = pg.min_count if pg else 1
+        if source == NATIVE and pg is not None and pg.parent and composites is not None:
+            whole = _composite(ns, pg.parent, composites)
+            if whole is not None:
+                return whole
     elif source == LABEL_FLUENCE:
         size = parse_group_size(pod.metadata.annotations.get(names.ANNOTATION_GROUP_SIZE, ""))
         pg = lookup(names.PODGROUP_GROUP, ns, name)
@@ -135,10 +165,42 @@ def identify(pod: Pod, lookup: PodGroupLookup = _no_lookup) -> GroupRef:
     )
 
 
+def _composite(ns: str, name: str, composites: CompositeView) -> GroupRef | None:
+    """The group a child of CompositePodGroup ``ns/name`` is placed in (None: on its own)."""
+    key = f"{ns}/{COMPOSITE}:{name}"
+    comp = composites.composite(ns, name)
+    if comp is None:
+        # As kube-scheduler: no child goes before its composite is known.
+        waiting = f"waiting for CompositePodGroup {ns}/{name} to exist"
+        return GroupRef(key, ns, name, COMPOSITE, 1, unknown=True, waiting=waiting)
+    if not comp.min_groups:
+        return None
+    children = sorted(composites.children(ns, name), key=lambda c: c.metadata.name)
+    if len(children) < comp.min_groups:
+        waiting = (
+            f"waiting for {comp.min_groups - len(children)} more PodGroup(s) of "
+            f"CompositePodGroup {ns}/{name} ({len(children)} of {comp.min_groups} exist)"
+        )
+        return GroupRef(key, ns, name, COMPOSITE, 1, unknown=True, waiting=waiting)
+    return GroupRef(
+        key=key,
+        namespace=ns,
+        name=name,
+        source=COMPOSITE,
+        min_count=sum(c.min_count for c in children),
+        topology=comp.topology_key,
+        priority=comp.spec.priority,
+        children=tuple(c.metadata.name for c in children),
+    )
+
+
 def same_group(pod: Pod, ref: GroupRef) -> bool:
     """Is ``pod`` a member of ``ref``'s group?"""
     if pod.metadata.namespace != ref.namespace:
         return False
+    if ref.children:
+        source, name = group_name(pod)
+        return source == NATIVE and name in ref.children
     return group_name(pod) == (ref.source, ref.name)
 
 
@@ -181,4 +243,10 @@ class PodsByGroup:
     def members(self, ref: GroupRef) -> list[Pod]:
         """The pods known to be in ``ref``'s group (same namespace, source and name)."""
         with self._lock:
+            if ref.children:
+                return [
+                    p
+                    for child in ref.children
+                    for p in self._members.get((ref.namespace, NATIVE, child), {}).values()
+                ]
             return list(self._members.get((ref.namespace, ref.source, ref.name), {}).values())

@@ -65,6 +65,9 @@ PODGROUP_GROUP = "scheduling.k8s.io"
 # (and removed v1alpha2), 1.36 serves v1alpha2. The served one is discovered, not assumed.
 PODGROUP_VERSIONS = ("v1beta1", "v1alpha2")
 PODGROUP_PLURAL = "podgroups"
+COMPOSITE_VERSION = "v1alpha3"
+COMPOSITE_PLURAL = "compositepodgroups"
+"""Kubernetes 1.37's CompositePodGroup (alpha, gate CompositePodGroup): PodGroups of PodGroups."""
 X_PODGROUP_GROUP = "scheduling.x-k8s.io"
 X_PODGROUP_VERSION = "v1alpha1"
 

@@ -224,6 +224,11 @@ class TopologyConstraint(msgspec.Struct, omit_defaults=True):
 class SchedulingConstraints(msgspec.Struct, omit_defaults=True):
     topology: list[TopologyConstraint] | None = None
 
+    @property
+    def topology_key(self) -> str:
+        """The node label key whose one domain must hold the whole group ("" when none)."""
+        return next((c.key for c in self.topology or () if c.key), "")
+
 
 class DisruptionMode(msgspec.Struct, omit_defaults=True):
     """scheduling.k8s.io/v1beta1: exactly one of ``single`` (pods one by one) or ``all``."""
@@ -244,6 +249,8 @@ class PodGroupSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     """v1beta1: an object (``single`` or ``all``); v1alpha2: a string (see disrupted_singly)."""
     preemption_policy: str | None = None
     """v1beta1: ``Never`` keeps the whole group from preempting."""
+    parent_composite_pod_group_name: str | None = None
+    """v1beta1 (gate CompositePodGroup): the CompositePodGroup this group is a child of."""
 
 
 class PodGroup(msgspec.Struct, omit_defaults=True):
@@ -259,10 +266,12 @@ class PodGroup(msgspec.Struct, omit_defaults=True):
     def topology_key(self) -> str:
         """The node label key whose one domain must hold the whole group ("" when none)."""
         constraints = self.spec.scheduling_constraints
-        for c in (constraints.topology if constraints else None) or ():
-            if c.key:
-                return c.key
-        return ""
+        return constraints.topology_key if constraints else ""
+
+    @property
+    def parent(self) -> str:
+        """The CompositePodGroup it belongs to ("" when it is a root)."""
+        return self.spec.parent_composite_pod_group_name or ""
 
     @property
     def disrupted_singly(self) -> bool:
@@ -283,6 +292,50 @@ class PodGroup(msgspec.Struct, omit_defaults=True):
         if self.spec.min_member is not None:
             return max(1, self.spec.min_member)
         return 1
+
+
+class CompositeGang(msgspec.Struct, rename="camel", omit_defaults=True):
+    min_group_count: int = 1
+
+
+class CompositeSchedulingPolicy(msgspec.Struct, omit_defaults=True):
+    gang: CompositeGang | None = None
+    basic: dict[str, Any] | None = None
+
+
+class CompositePodGroupSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    scheduling_policy: CompositeSchedulingPolicy | None = None
+    scheduling_constraints: SchedulingConstraints | None = None
+    priority: int | None = None
+
+
+class CompositePodGroup(msgspec.Struct, omit_defaults=True):
+    """scheduling.k8s.io/v1alpha3 (gate CompositePodGroup): PodGroups placed together.
+
+    With a gang policy its child PodGroups are placed all or none (at least
+    ``minGroupCount`` of them, each whole); with the basic policy each child is
+    placed on its own.
+    """
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: CompositePodGroupSpec = msgspec.field(default_factory=CompositePodGroupSpec)
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @property
+    def min_groups(self) -> int:
+        """Child groups that must all be placed at once (0: a basic policy, each alone)."""
+        policy = self.spec.scheduling_policy
+        if policy is None or policy.gang is None:
+            return 0
+        return max(1, policy.gang.min_group_count)
+
+    @property
+    def topology_key(self) -> str:
+        constraints = self.spec.scheduling_constraints
+        return constraints.topology_key if constraints else ""
 
 
 def _tolerates(t: Toleration, taint: Taint) -> bool:
@@ -373,6 +426,13 @@ def decode_node(data: bytes | str) -> Node:
 
 def decode_podgroup(data: bytes | str) -> PodGroup:
     return _group_decoder.decode(data)
+
+
+_composite_decoder = msgspec.json.Decoder(CompositePodGroup)
+
+
+def decode_compositepodgroup(data: bytes | str) -> CompositePodGroup:
+    return _composite_decoder.decode(data)
 
 
 _status_decoder = msgspec.json.Decoder(Status)

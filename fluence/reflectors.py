@@ -1,4 +1,4 @@
-"""List+watch reflectors: local copies of Nodes, Pods and PodGroups, kept current.
+"""List+watch reflectors: local copies of Nodes, Pods and (Composite)PodGroups, kept current.
 
 One set of reflectors is shared by the graph, the ledger and the group lookup.
 Each reflector lists with a resourceVersion, then watches from it with
@@ -21,9 +21,11 @@ import msgspec
 
 from fluence import groups, names, telemetry
 from fluence.pods import (
+    CompositePodGroup,
     Node,
     Pod,
     PodGroup,
+    decode_compositepodgroup,
     decode_node,
     decode_pod,
     decode_podgroup,
@@ -343,7 +345,21 @@ class ClusterReflectors:
             optional=True,
             name="x-podgroups",
         )
-        self.all: list[Reflector[Any]] = [self.nodes, self.pods, *self.podgroups, self.x_podgroups]
+        self.composites: Reflector[CompositePodGroup] = Reflector(
+            api,
+            f"/apis/{names.PODGROUP_GROUP}/{names.COMPOSITE_VERSION}/{names.COMPOSITE_PLURAL}",
+            decode_compositepodgroup,
+            _key,
+            optional=True,
+            name="compositepodgroups",
+        )
+        self.all: list[Reflector[Any]] = [
+            self.nodes,
+            self.pods,
+            *self.podgroups,
+            self.x_podgroups,
+            self.composites,
+        ]
         # Registered first, so the index is current before any other pod handler runs.
         self.by_group = groups.PodsByGroup()
         self.pods.add_handler(self._index_pod)
@@ -387,6 +403,19 @@ class ClusterReflectors:
                 return found
         return None
 
+    # CompositeView
+    def composite(self, namespace: str, name: str) -> CompositePodGroup | None:
+        return self.composites.get(f"{namespace}/{name}")
 
-def _key(obj: Pod | PodGroup) -> str:
+    def children(self, namespace: str, name: str) -> list[PodGroup]:
+        """The native PodGroups whose parent is CompositePodGroup ``namespace/name``."""
+        return [
+            pg
+            for store in self.podgroups
+            for pg in store.items()
+            if pg.metadata.namespace == namespace and pg.parent == name
+        ]
+
+
+def _key(obj: Pod | PodGroup | CompositePodGroup) -> str:
     return f"{obj.metadata.namespace}/{obj.metadata.name}"

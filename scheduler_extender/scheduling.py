@@ -133,6 +133,7 @@ class Scheduler:
         self.binder = binder
         self.scheduler_name = scheduler_name
         self._indexed = view if isinstance(view, GroupIndexedView) else None
+        self._composites = view if isinstance(view, groups.CompositeView) else None
 
     def would_block(self) -> bool:
         """A decision now would wait for another thread: run it off the event loop."""
@@ -180,7 +181,7 @@ class Scheduler:
             self.ledger.release(pod.key, f"the scheduler ruled out its node {held.node}")
             return self._place(pod.key, [pod], pod, candidates, only_candidates=True)
 
-        ref = groups.identify(pod, self.view.podgroup)
+        ref = groups.identify(pod, self.view.podgroup, self._composites)
         span.set_attribute("group", ref.key)
         if ref.unknown:
             # As kube-scheduler's gang plugin: no member goes before its PodGroup (and quorum)
@@ -188,7 +189,7 @@ class Scheduler:
             # An error, not failed nodes: kube-scheduler may have seen the PodGroup already
             # (its add event spent), and it retries an error after its back-off whatever
             # happens, where it would keep a pod whose nodes failed until the next event.
-            return FilterOutcome(error=f"waiting for PodGroup {ref.key} to exist")
+            return FilterOutcome(error=ref.waiting or f"waiting for PodGroup {ref.key} to exist")
         members = self._members(pod, ref)
         if len(members) < ref.min_count:
             missing = ref.min_count - len(members)

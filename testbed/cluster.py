@@ -60,15 +60,36 @@ class Release:
     """kube-scheduler's placement of a PodGroup in one domain of a node label (alpha): the
     API server keeps ``schedulingConstraints.topology`` only with it on."""
 
+    composite_gate: str = ""
+    """CompositePodGroup (1.37 alpha): PodGroups of PodGroups, served as ``composite_api``."""
+    composite_api: str = ""
+
     def with_topology(self) -> str:
         """These feature gates and the topology-aware placement's."""
         return f"{self.feature_gates},{self.topology_gate}"
+
+    def with_alpha(self) -> tuple[str, list[str]]:
+        """Feature gates and API server flags with the workload alpha features on too.
+
+        Topology-aware placement, and CompositePodGroup where the release has it.
+        """
+        gates = self.with_topology()
+        if not self.composite_gate:
+            return gates, []
+        return f"{gates},{self.composite_gate}", [f"--runtime-config={self.composite_api}=true"]
 
 
 RELEASES = {
     # 1.37: PodGroup is scheduling.k8s.io/v1beta1 (off by default, as new beta APIs are),
     # GangScheduling merged into GenericWorkload.
-    "1.37": Release("1.37", "GenericWorkload=true", "scheduling.k8s.io/v1beta1=true", "v1beta1"),
+    "1.37": Release(
+        "1.37",
+        "GenericWorkload=true",
+        "scheduling.k8s.io/v1beta1=true",
+        "v1beta1",
+        composite_gate="CompositePodGroup=true",
+        composite_api="scheduling.k8s.io/v1alpha3",
+    ),
     "1.36": Release(
         "1.36",
         "GenericWorkload=true,GangScheduling=true",

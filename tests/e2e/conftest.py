@@ -30,10 +30,12 @@ def control_plane() -> Iterator[ControlPlane]:
     """etcd + kube-apiserver for the session; stopped at the end even after failures.
 
     With kube-scheduler's topology-aware placement on, as a cluster that uses PodGroup
-    ``schedulingConstraints.topology`` runs: fluence must agree with the placements
-    kube-scheduler tries, one domain at a time.
+    ``schedulingConstraints.topology`` runs (fluence must agree with the placements
+    kube-scheduler tries, one domain at a time), and CompositePodGroups served where
+    the release has them.
     """
-    cp = ControlPlane(feature_gates=selected_release().with_topology())
+    gates, apiserver_args = selected_release().with_alpha()
+    cp = ControlPlane(feature_gates=gates, apiserver_args=apiserver_args)
     cp.start()
     try:
         yield cp

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -787,6 +788,57 @@ def test_a_gang_that_requires_one_rack_lands_in_one_rack(suite: Suite) -> None:
     assert len(racks) == 1, bound  # one rack holds the whole gang
     blocked_rack = blocker_node.split("-")[1]
     assert racks != {blocked_rack}  # the blocked rack has room for two pods only
+
+
+def test_a_composite_gang_is_placed_all_or_nothing(suite: Suite) -> None:
+    """A CompositePodGroup with a gang policy: its PodGroups' pods go together or not at
+    all (1.37, alpha). On 1.36, which has no composites, the same PodGroups without a
+    parent are gangs each on its own."""
+    release = suite.stack.cp.release
+    suite.add_nodes(2, cpu="4")
+    composite = bool(release.composite_api)
+    if composite:
+        group, version = release.composite_api.split("/")
+        suite.custom.create_namespaced_custom_object(
+            group,
+            version,
+            suite.ns,
+            "compositepodgroups",
+            {
+                "apiVersion": release.composite_api,
+                "kind": "CompositePodGroup",
+                "metadata": {"name": "team"},
+                "spec": {
+                    "workloadRef": {"workloadName": "team", "templateName": "team"},
+                    "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                },
+            },
+        )
+    for name, size in (("leader", 1), ("workers", 3)):
+        parent: dict[str, Any] = {}
+        if composite:
+            parent = {
+                "parentCompositePodGroupName": "team",
+                "workloadRef": {"workloadName": "team", "templateName": name},
+            }
+        suite.podgroup(name, size, **parent)
+    suite.pod("leader-0", cpu="2", group="leader")
+    for i in range(2):
+        suite.pod(f"workers-{i}", cpu="2", group="workers")
+    time.sleep(5)
+    bound = [p for p in ("leader-0", "workers-0", "workers-1") if suite.node_of(p)]
+    held = suite.state_pods()
+    if composite:
+        # One of the composite's gangs is short: nothing is bound, nothing held.
+        assert bound == [] and held == {}, (bound, held)
+    else:
+        assert bound == ["leader-0"], bound  # the leader's gang of one is whole
+    suite.pod("workers-2", cpu="2", group="workers")
+    placed = suite.wait_bound("leader-0", *(f"workers-{i}" for i in range(3)), timeout=90)
+    assert sorted(Counter(placed.values()).values()) == [2, 2], placed
+    if composite:
+        groups_held = {v["group"] for v in suite.state_pods().values()}
+        assert groups_held <= {f"{suite.ns}/composite:team"}, groups_held
 
 
 def test_a_podgroup_requiring_one_rack_passes_the_placement_kube_scheduler_tries_there(

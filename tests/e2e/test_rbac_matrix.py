@@ -38,6 +38,7 @@ def rights(*rows: tuple[str, str]) -> set[Right]:
 EXTENDER = rights(
     ("podgroups.scheduling.k8s.io", "get list watch"),  # fluence.reflectors
     ("podgroups.scheduling.x-k8s.io", "get list watch"),  # fluence.reflectors
+    ("compositepodgroups.scheduling.k8s.io", "get list watch"),  # fluence.reflectors
     ("pods", "get list watch"),  # fluence.reflectors, binder (read-back)
     ("nodes", "get list watch"),  # fluence.reflectors
     ("pods/binding", "create"),  # scheduler_extender.binder

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fluence import groups, names
-from fluence.pods import PodGroup, decode_podgroup
+from fluence.pods import CompositePodGroup, PodGroup, decode_compositepodgroup, decode_podgroup
 from tests.unit.fluence.test_pods import make_pod
 
 
@@ -161,3 +161,84 @@ def test_only_a_native_podgroup_loosens_a_gang_and_a_crd_cannot() -> None:
     pod = make_pod("a", labels={names.LABEL_X_K8S_POD_GROUP: "old"})
     ref = groups.identify(pod, _lookup({("scheduling.x-k8s.io", "default", "old"): crd}))
     assert (ref.singly, ref.preempts) == (False, True)
+
+
+# ---- CompositePodGroup ---------------------------------------------------------------------
+
+
+class Composites:
+    """CompositePodGroups and PodGroups by name, as the reflectors hold them."""
+
+    def __init__(self, composites: dict[str, dict[str, Any]], children: list[PodGroup]) -> None:
+        self._composites = {
+            name: decode_compositepodgroup(
+                json.dumps({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
+            )
+            for name, spec in composites.items()
+        }
+        self.pgs = {pg.metadata.name: pg for pg in children}
+
+    def composite(self, namespace: str, name: str) -> CompositePodGroup | None:
+        return self._composites.get(name) if namespace == "default" else None
+
+    def children(self, namespace: str, name: str) -> list[PodGroup]:
+        return [pg for pg in self.pgs.values() if pg.parent == name]
+
+    def lookup(self, api: str, ns: str, name: str) -> PodGroup | None:
+        return self.pgs.get(name) if api == names.PODGROUP_GROUP and ns == "default" else None
+
+
+def _child(name: str, parent: str, min_count: int, topology: str = "") -> PodGroup:
+    spec: dict[str, object] = {
+        "schedulingPolicy": {"gang": {"minCount": min_count}},
+        "parentCompositePodGroupName": parent,
+        "workloadRef": {"workloadName": "w", "templateName": name},
+    }
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    return _pg("scheduling.k8s.io/v1beta1", name, spec)
+
+
+GANG_OF_TWO = {
+    "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+    "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]},
+    "priority": 7,
+}
+
+
+def test_children_of_a_gang_composite_are_one_group_of_all_their_pods() -> None:
+    view = Composites(
+        {"team": GANG_OF_TWO}, [_child("leader", "team", 1), _child("workers", "team", 3)]
+    )
+    leader = make_pod("l-0", group="leader")
+    worker = make_pod("w-0", group="workers")
+    ref = groups.identify(worker, view.lookup, view)
+    assert ref == groups.identify(leader, view.lookup, view)
+    assert (ref.key, ref.source, ref.min_count) == ("default/composite:team", groups.COMPOSITE, 4)
+    assert ref.children == ("leader", "workers") and ref.topology == "topology.kubernetes.io/zone"
+    assert ref.priority == 7 and not ref.unknown
+    assert groups.same_group(leader, ref) and groups.same_group(worker, ref)
+    assert not groups.same_group(make_pod("x-0", group="other"), ref)
+    assert not groups.same_group(make_pod("l-1", group="leader", ns="elsewhere"), ref)
+    index = groups.PodsByGroup()
+    for p in (leader, worker, make_pod("x-0", group="other")):
+        index.update(p)
+    assert sorted(p.key for p in index.members(ref)) == ["default/l-0", "default/w-0"]
+    # Without a composite view, each child is a group of its own.
+    assert groups.identify(worker, view.lookup).key == "default/workers"
+
+
+def test_a_composite_child_waits_for_its_composite_and_its_siblings() -> None:
+    lonely = Composites({}, [_child("leader", "team", 1)])
+    ref = groups.identify(make_pod("l-0", group="leader"), lonely.lookup, lonely)
+    assert ref.unknown and "CompositePodGroup default/team to exist" in ref.waiting
+    short = Composites({"team": GANG_OF_TWO}, [_child("leader", "team", 1)])
+    ref = groups.identify(make_pod("l-0", group="leader"), short.lookup, short)
+    assert ref.unknown and "1 more PodGroup(s)" in ref.waiting
+
+
+def test_children_of_a_basic_composite_are_placed_each_on_its_own() -> None:
+    basic = {"schedulingPolicy": {"basic": {}}}
+    view = Composites({"team": basic}, [_child("leader", "team", 1), _child("workers", "team", 3)])
+    ref = groups.identify(make_pod("w-0", group="workers"), view.lookup, view)
+    assert (ref.key, ref.min_count, ref.children) == ("default/workers", 3, ())

@@ -187,6 +187,44 @@ def test_a_gang_placed_outside_the_offered_nodes_stays_whole() -> None:
         assert scheduler.filter(pod, ["n0", "n1", "n2"]).nodes == [placed[pod.key]]
 
 
+def test_a_gang_composite_is_placed_all_or_nothing_across_its_podgroups() -> None:
+    from tests.unit.fluence.test_groups import GANG_OF_TWO, Composites, _child
+
+    graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4") for i in range(2)])
+    comps = Composites(
+        {"team": {"schedulingPolicy": GANG_OF_TWO["schedulingPolicy"]}},
+        [_child("leader", "team", 1), _child("workers", "team", 3)],
+    )
+
+    class View(IndexedCluster):
+        def podgroup(self, api_group: str, namespace: str, name: str) -> PodGroup | None:
+            return comps.lookup(api_group, namespace, name)
+
+        def composite(self, namespace: str, name: str) -> Any:
+            return comps.composite(namespace, name)
+
+        def children(self, namespace: str, name: str) -> list[PodGroup]:
+            return comps.children(namespace, name)
+
+    view = View()
+    scheduler = Scheduler(graph, Ledger(graph), view, NullBinder())
+    leader = view.add(make_pod("l-0", cpu="2", group="leader"))
+    out = scheduler.filter(leader, ["n0", "n1"])
+    assert (
+        not out.nodes
+        and "waiting for 3 more pod(s) of group default/composite:team" in (out.failed["n0"])
+    )
+    assert scheduler.ledger.holdings() == {}
+    workers = [view.add(make_pod(f"w-{i}", cpu="2", group="workers")) for i in range(3)]
+    out = scheduler.filter(workers[0], ["n0", "n1"])
+    assert len(out.nodes) == 1
+    held = scheduler.ledger.holdings()
+    assert sorted(held) == ["default/l-0", "default/w-0", "default/w-1", "default/w-2"]
+    assert {h.group for h in held.values()} == {"default/composite:team"}
+    # A fifth pod finds no room: the composite took both nodes whole, nothing partial.
+    assert not scheduler.filter(make_pod("solo", cpu="1"), ["n0", "n1"]).nodes
+
+
 # ---- kept match jobs -----------------------------------------------------------------------
 
 
