@@ -38,6 +38,9 @@ class ComputeSpec:
     shape: Shape
     count: int
     jobspec: dict[str, Any]
+    pods: tuple[str, ...] = ()
+    """The pods (keys) its slots are for, when only those may take them (a composite's
+    child constrained to one domain); empty: any pods of its shape."""
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,8 @@ class GroupRef:
     """Why its quorum is not known yet (what is missing), when ``unknown``."""
     children: tuple[str, ...] = ()
     """A composite's child PodGroups: its members are theirs."""
+    child_topology: tuple[tuple[str, str], ...] = ()
+    """(child PodGroup, node label key) for each child that must be in one domain of it."""
 
     @property
     def single(self) -> bool:
@@ -191,6 +193,7 @@ def _composite(ns: str, name: str, composites: CompositeView) -> GroupRef | None
         topology=comp.topology_key,
         priority=comp.spec.priority,
         children=tuple(c.metadata.name for c in children),
+        child_topology=tuple((c.metadata.name, c.topology_key) for c in children if c.topology_key),
     )
 
 

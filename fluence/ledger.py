@@ -46,7 +46,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -230,6 +230,27 @@ class LastMatch:
 
 LAST_MATCHES_KEPT = 4096
 """Groups whose last match is remembered; the oldest are forgotten first."""
+
+
+def _largest_shape(pods: Sequence[Pod], split: Mapping[str, Split]) -> dict[str, int]:
+    """Per node resource, the most any of ``pods`` asks for."""
+    largest: dict[str, int] = {}
+    for p in pods:
+        for t, n in split[p.key][0].items():
+            largest[t] = max(largest.get(t, 0), n)
+    return {t: n for t, n in largest.items() if n > 0}
+
+
+def _slots(
+    nodes: Sequence[str], need: Mapping[str, int], usage: Mapping[str, Any], column: str
+) -> int:
+    """How many pods of ``need`` fit on ``nodes`` by their ``column`` (free or capacity)."""
+    if not need:
+        return 1 << 30
+    return sum(
+        min(usage[n].get(t, {}).get(column, 0) // amount for t, amount in need.items())
+        for n in nodes
+    )
 
 
 def balanced_shares(count: int, room: Sequence[int]) -> list[int] | None:
@@ -430,11 +451,14 @@ class Ledger:
         topology: str = "",
         priority: int = 0,
         singly: bool = False,
+        parts: Sequence[tuple[str, Sequence[str]]] = (),
     ) -> PlaceResult:
         """Match ``pods`` of ``group`` as a whole and split the result into tentative holdings.
 
         All or nothing: when one jobspec fails, everything matched so far is undone.
         ``topology``: a node label key one domain of which must hold every pod.
+        ``parts``: (key, pod keys) of subsets that must each be in one domain of their
+        own key, inside the group's (a composite's children with a topology constraint).
         ``singly``: preemption may later take its pods one at a time.
         The match leaves free what the groups ahead of this one have reserved; a
         group that does not fit waits in the queue, reserved when near its head.
@@ -465,7 +489,11 @@ class Ledger:
                         options=() if level else (planned,),
                     )
                     self._reserve_ahead(waiting)
-                    if level:
+                    if parts:
+                        result = self._place_parts(
+                            group, pods, exclude, split, level, parts, runtime, window
+                        )
+                    elif level:
                         result = self._place_in_one_domain(
                             group, pods, exclude, split, level, runtime, window
                         )
@@ -1042,6 +1070,107 @@ class Ledger:
             "all of its pods, and the group requires one",
         )
 
+    def _place_parts(
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: Sequence[str],
+        split: Mapping[str, Split],
+        level: str,
+        parts: Sequence[tuple[str, Sequence[str]]],
+        runtime: int,
+        window: int,
+    ) -> PlaceResult:
+        """A group whose ``parts`` each need one domain of their own key, inside one domain
+        of ``level`` (the whole cluster when ""), matched together, all or nothing.
+
+        Per outer domain, each part (largest first) takes the inner domain with the
+        fewest free slots that still hold it, its room then counted as used; the
+        pods of no part may go anywhere in the outer domain.
+        """
+        outer = self.graph.domains(level) if level else {"": list(self.graph.node_names())}
+        by_key = {p.key: p for p in pods}
+        inner = [
+            (self.graph.level_of(key), [by_key[k] for k in keys if k in by_key])
+            for key, keys in parts
+        ]
+        inner.sort(key=lambda part: -len(part[1]))
+        in_parts = {p.key for _, members in inner for p in members}
+        rest = [p for p in pods if p.key not in in_parts]
+        usage = self.graph.node_usage()
+        excluded = set(exclude)
+        devices = self._jobspecs(group, pods, exclude, split, window).devices
+        could = False
+        for nodes in outer.values():
+            allowed = {n for n in nodes if n not in excluded and n in usage}
+            chosen: list[tuple[list[str], list[Pod]]] = []
+            used: dict[str, int] = {}
+            fits_now = ever_all = True
+            for child_level, members in inner:
+                if not members:
+                    continue
+                largest = _largest_shape(members, split)
+                best: tuple[int, str, list[str]] | None = None
+                ever = False
+                for dpath, dnodes in self.graph.domains(child_level).items():
+                    mine = [n for n in dnodes if n in allowed]
+                    if not mine:
+                        continue
+                    ever |= _slots(mine, largest, usage, "capacity") >= len(members)
+                    room = _slots(mine, largest, usage, "free") - used.get(dpath, 0)
+                    if room >= len(members) and (best is None or room < best[0]):
+                        best = (room, dpath, mine)
+                if not ever:
+                    ever_all = False
+                    break
+                if best is None:
+                    fits_now = False
+                    continue
+                used[best[1]] = used.get(best[1], 0) + len(members)
+                chosen.append((best[2], members))
+            could |= ever_all
+            if not (fits_now and ever_all):
+                continue
+            compute: list[ComputeSpec] = []
+            for within, members in chosen:
+                compute.extend(self._named_specs(group, members, exclude, split, window, within))
+            if rest:
+                within = sorted(allowed) if level else []
+                compute.extend(self._named_specs(group, rest, exclude, split, window, within))
+            specs = GroupSpecs(tuple(compute), devices)
+            result = self._place_locked(group, pods, specs, split, runtime, window)
+            if result.status == "allocated":
+                return result
+        what = f"one {level}" if level else "the cluster"
+        if could:
+            return PlaceResult(
+                "busy",
+                f"group {group}: no room now in {what} for each of its parts in a domain of "
+                "its own",
+            )
+        return PlaceResult(
+            "unsatisfiable",
+            f"group {group} can never fit: {what} has no domains that can hold each of its parts",
+        )
+
+    def _named_specs(
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: Sequence[str],
+        split: Mapping[str, Split],
+        window: int,
+        within: Sequence[str],
+    ) -> list[ComputeSpec]:
+        """``pods``' compute jobspecs ``within`` some nodes, each for exactly those pods."""
+        specs = self._jobspecs(group, pods, exclude, split, window, within)
+        by_shape: dict[Any, list[str]] = {}
+        for p in sorted(pods, key=lambda p: p.key):
+            compute = split[p.key][0]
+            if compute:
+                by_shape.setdefault(tuple(sorted(compute.items())), []).append(p.key)
+        return [replace(cs, pods=tuple(by_shape[cs.shape])) for cs in specs.compute]
+
     def _place_locked(
         self,
         group: str,
@@ -1077,11 +1206,16 @@ class Ledger:
                         group, alloc.status, f"{cs.count} pod(s) of {describe(dict(cs.shape))}"
                     )
                 matched.append(jid)
-                # Specs of one shape (one per domain, spread) each take the next pods.
-                mine, shape_pods[cs.shape] = (
-                    shape_pods[cs.shape][: cs.count],
-                    shape_pods[cs.shape][cs.count :],
-                )
+                # Specs of one shape (one per domain, spread) each take the next pods;
+                # one for named pods (a part in a domain of its own) takes those.
+                if cs.pods:
+                    mine = list(cs.pods)
+                    shape_pods[cs.shape] = [k for k in shape_pods[cs.shape] if k not in cs.pods]
+                else:
+                    mine, shape_pods[cs.shape] = (
+                        shape_pods[cs.shape][: cs.count],
+                        shape_pods[cs.shape][cs.count :],
+                    )
                 placed = assign(mine, slots_per_node(alloc.by_node(), cs.shape, cs.count))
                 node_of.update(placed)
                 if cs.count == 1 and window == runtime:

@@ -203,6 +203,10 @@ class Scheduler:
         ]
         if pod.key not in {m.key for m in to_place}:
             to_place.append(pod)
+        parts = [
+            (key, [m.key for m in to_place if groups.group_name(m) == (groups.NATIVE, child)])
+            for child, key in ref.child_topology
+        ]
         return self._place(
             ref.key,
             to_place,
@@ -215,6 +219,7 @@ class Scheduler:
             else max((m.spec.priority or 0 for m in members), default=0),
             singly=ref.singly,
             preempts=ref.preempts,
+            parts=parts,
         )
 
     def _members(self, pod: Pod, ref: groups.GroupRef) -> list[Pod]:
@@ -240,6 +245,7 @@ class Scheduler:
         priority: int = 0,
         singly: bool = False,
         preempts: bool = True,
+        parts: Sequence[tuple[str, Sequence[str]]] = (),
     ) -> FilterOutcome:
         exclude: set[str] = set()
         seen: set[bytes] = set()
@@ -257,7 +263,13 @@ class Scheduler:
             exclude.update(n for n in self.graph.node_names() if n not in allowed)
         try:
             res = self.ledger.place(
-                group, pods, sorted(exclude), topology=topology, priority=priority, singly=singly
+                group,
+                pods,
+                sorted(exclude),
+                topology=topology,
+                priority=priority,
+                singly=singly,
+                parts=parts,
             )
         except JobspecError as exc:
             return FilterOutcome(unresolvable={n: str(exc) for n in candidates})

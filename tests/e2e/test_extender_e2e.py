@@ -790,12 +790,11 @@ def test_a_gang_that_requires_one_rack_lands_in_one_rack(suite: Suite) -> None:
     assert racks != {blocked_rack}  # the blocked rack has room for two pods only
 
 
-def test_a_composite_gang_is_placed_all_or_nothing(suite: Suite) -> None:
-    """A CompositePodGroup with a gang policy: its PodGroups' pods go together or not at
-    all (1.37, alpha). On 1.36, which has no composites, the same PodGroups without a
-    parent are gangs each on its own."""
+def composite_team(suite: Suite, constraints: dict[str, dict[str, Any]] | None = None) -> bool:
+    """CompositePodGroup "team" (gang of 2) with PodGroups "leader" (1) and "workers" (3),
+    each with its ``constraints``; where the release has no composites, the same two
+    PodGroups without a parent. Whether a composite was made."""
     release = suite.stack.cp.release
-    suite.add_nodes(2, cpu="4")
     composite = bool(release.composite_api)
     if composite:
         group, version = release.composite_api.split("/")
@@ -815,13 +814,24 @@ def test_a_composite_gang_is_placed_all_or_nothing(suite: Suite) -> None:
             },
         )
     for name, size in (("leader", 1), ("workers", 3)):
-        parent: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
         if composite:
-            parent = {
+            extra = {
                 "parentCompositePodGroupName": "team",
                 "workloadRef": {"workloadName": "team", "templateName": name},
             }
-        suite.podgroup(name, size, **parent)
+        if constraints and name in constraints:
+            extra["schedulingConstraints"] = constraints[name]
+        suite.podgroup(name, size, **extra)
+    return composite
+
+
+def test_a_composite_gang_is_placed_all_or_nothing(suite: Suite) -> None:
+    """A CompositePodGroup with a gang policy: its PodGroups' pods go together or not at
+    all (1.37, alpha). On 1.36, which has no composites, the same PodGroups without a
+    parent are gangs each on its own."""
+    suite.add_nodes(2, cpu="4")
+    composite = composite_team(suite)
     suite.pod("leader-0", cpu="2", group="leader")
     for i in range(2):
         suite.pod(f"workers-{i}", cpu="2", group="workers")
@@ -839,6 +849,54 @@ def test_a_composite_gang_is_placed_all_or_nothing(suite: Suite) -> None:
     if composite:
         groups_held = {v["group"] for v in suite.state_pods().values()}
         assert groups_held <= {f"{suite.ns}/composite:team"}, groups_held
+
+
+def test_a_composite_child_requiring_one_rack_lands_in_one_rack(suite: Suite) -> None:
+    """The workers' PodGroup of a gang composite requires one rack; the leader's does
+    not. Both go together, the workers in one rack, and the leader where it leaves them
+    one."""
+    rack_key = "topology.kubernetes.io/rack"
+    for rack in ("ra", "rb"):
+        suite.nodes += suite.stack.cp.add_nodes(
+            2,
+            prefix=f"f{suite.id}-{rack}-",
+            capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
+            labels={SUITE_LABEL: suite.id, rack_key: f"{suite.id}-{rack}"},
+        )
+    wait_for(
+        lambda: all(n in suite.stack.extender.state()["nodes"] for n in suite.nodes),
+        20,
+        "the extender to see the racks",
+    )
+    # rb keeps 5 cpu (a blocker takes 3 of rb-0's 4): the 3 workers of 2 cpu fit ra
+    # alone. The leader (3 cpu) and workers (6) fit no one rack, so the gang spans two,
+    # and only the workers' own constraint keeps them together.
+    rb0 = next(n for n in suite.nodes if "-rb-" in n)
+    suite.pod("blocker", cpu="3", spec={"nodeSelector": {"kubernetes.io/hostname": rb0}})
+    suite.wait_bound("blocker")
+    composite = composite_team(suite, {"workers": {"topology": [{"key": rack_key}]}})
+    suite.pod("leader-0", cpu="3", group="leader")
+    for i in range(3):
+        suite.pod(f"workers-{i}", cpu="2", group="workers")
+    if not composite:
+        # Two gangs of their own (1.36): the leader goes first, wherever it fits, and
+        # may leave no rack with room for all three workers; they wait, whole.
+        suite.wait_bound("leader-0")
+        if suite.node_of("leader-0").split("-")[1] == "ra":
+            wait_for(
+                lambda: "no single rack has room" in suite.unschedulable_message("workers-0"),
+                30,
+                "the workers to wait for one rack",
+                lambda: suite.describe("workers-0"),
+            )
+            assert not any(suite.node_of(f"workers-{i}") for i in range(3))
+            return
+    placed = suite.wait_bound("leader-0", *(f"workers-{i}" for i in range(3)), timeout=90)
+    racks = {placed[f"workers-{i}"].split("-")[1] for i in range(3)}
+    assert racks == {"ra"}, placed  # the one rack with room for all three
+    # fluence chose so itself: kube-scheduler's own placements did not have to undo it.
+    log = suite.stack.extender.log_path.read_text(errors="replace")
+    assert not [line for line in log.splitlines() if suite.ns in line and "ruled out" in line]
 
 
 def test_a_podgroup_requiring_one_rack_passes_the_placement_kube_scheduler_tries_there(

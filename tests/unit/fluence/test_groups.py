@@ -237,6 +237,15 @@ def test_a_composite_child_waits_for_its_composite_and_its_siblings() -> None:
     assert ref.unknown and "1 more PodGroup(s)" in ref.waiting
 
 
+def test_a_composite_knows_which_children_need_one_domain_of_their_own() -> None:
+    rack = "topology.kubernetes.io/rack"
+    view = Composites(
+        {"team": GANG_OF_TWO}, [_child("leader", "team", 1), _child("workers", "team", 3, rack)]
+    )
+    ref = groups.identify(make_pod("w-0", group="workers"), view.lookup, view)
+    assert ref.child_topology == (("workers", rack),)
+
+
 def test_children_of_a_basic_composite_are_placed_each_on_its_own() -> None:
     basic = {"schedulingPolicy": {"basic": {}}}
     view = Composites({"team": basic}, [_child("leader", "team", 1), _child("workers", "team", 3)])

@@ -310,3 +310,51 @@ def test_a_balanced_share_is_capped_by_the_room_a_rack_has() -> None:
 def test_an_unknown_spread_is_refused() -> None:
     with pytest.raises(ValueError, match="spread must be one of"):
         Ledger(ClusterGraph(EXAMPLES, racks(2, 1)), spread="scatter")
+
+
+def composite_cluster() -> tuple[ClusterGraph, Ledger]:
+    """Two zones of two racks, each rack two nodes of 4 cpu (8 cpu a rack)."""
+    layout = {"rack0": "z0", "rack1": "z0", "rack2": "z1", "rack3": "z1"}
+    g = ClusterGraph(
+        EXAMPLES, [node(f"{r}n{i}", z, r) for r, z in layout.items() for i in range(2)]
+    )
+    return g, Ledger(g)
+
+
+def test_each_part_of_a_composite_lands_in_one_rack_of_one_zone() -> None:
+    g, ledger = composite_cluster()
+    # Three pods of 2 cpu each: two parts cannot share a rack (12 > 8 cpu).
+    a = [make_pod(f"a{i}", cpu="2", group="a") for i in range(3)]
+    b = [make_pod(f"b{i}", cpu="2", group="b") for i in range(3)]
+    free = [make_pod(f"c{i}", cpu="1", group="c") for i in range(2)]
+    res = ledger.place(
+        "default/composite:team",
+        a + b + free,
+        topology=ZONE,
+        parts=[(RACK, [p.key for p in a]), (RACK, [p.key for p in b])],
+    )
+    assert res.status == "allocated", res.message
+    rack_of = {k: h.node[:5] for k, h in res.holdings.items()}
+    assert len({rack_of[p.key] for p in a}) == 1 and len({rack_of[p.key] for p in b}) == 1
+    assert rack_of[a[0].key] != rack_of[b[0].key]
+    zone = {"rack0": "z0", "rack1": "z0", "rack2": "z1", "rack3": "z1"}
+    assert len({zone[r] for r in rack_of.values()}) == 1, rack_of
+
+
+def test_a_composite_whose_parts_do_not_fit_now_waits_and_one_that_never_can_says_so() -> None:
+    g, ledger = composite_cluster()
+    # One rack in each zone is full: no zone has two racks with room for 6 cpu each.
+    for name in ("rack0n0", "rack0n1", "rack2n0", "rack2n1"):
+        others = [n for n in g.node_names() if n != name]
+        assert ledger.place(f"default/f-{name}", [make_pod(f"f-{name}", cpu="4")], others)
+    a = [make_pod(f"a{i}", cpu="2", group="a") for i in range(3)]
+    b = [make_pod(f"b{i}", cpu="2", group="b") for i in range(3)]
+    parts = [(RACK, [p.key for p in a]), (RACK, [p.key for p in b])]
+    res = ledger.place("default/composite:team", a + b, topology=ZONE, parts=parts)
+    assert res.status == "busy" and "each of its parts" in res.message
+    assert not any(k.startswith("default/a") for k in ledger.holdings()), "nothing partial"
+    huge = [make_pod(f"h{i}", cpu="2", group="h") for i in range(5)]  # 10 cpu > any rack
+    res = ledger.place(
+        "default/composite:big", huge, topology=ZONE, parts=[(RACK, [p.key for p in huge])]
+    )
+    assert res.status == "unsatisfiable" and "can never fit" in res.message
