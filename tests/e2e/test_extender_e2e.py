@@ -55,6 +55,9 @@ def record_key(directory: Path) -> Path:
     return path
 
 
+RACK_KEY = "topology.kubernetes.io/rack"
+
+
 class Extender:
     """A ``fluence-extender`` child process; always stopped by the fixture."""
 
@@ -166,6 +169,24 @@ class Suite:
             lambda: all(n in self.stack.extender.state()["nodes"] for n in made),
             20,
             "the extender to see the new nodes",
+        )
+        return made
+
+    def add_racks(self, *racks: str, per_rack: int = 2) -> dict[str, list[str]]:
+        """``per_rack`` nodes of 4 cpu labelled with each rack (``f<id>-<rack>-<i>``)."""
+        made: dict[str, list[str]] = {}
+        for rack in racks:
+            made[rack] = self.stack.cp.add_nodes(
+                per_rack,
+                prefix=f"f{self.id}-{rack}-",
+                capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
+                labels={SUITE_LABEL: self.id, RACK_KEY: f"{self.id}-{rack}"},
+            )
+            self.nodes += made[rack]
+        wait_for(
+            lambda: all(n in self.stack.extender.state()["nodes"] for n in self.nodes),
+            20,
+            "the extender to see the racks",
         )
         return made
 
@@ -763,20 +784,8 @@ def test_a_job_gang_runs_to_completion_and_its_capacity_is_released(suite: Suite
 
 def test_a_gang_that_requires_one_rack_lands_in_one_rack(suite: Suite) -> None:
     """Nodes labelled with racks become graph levels; the gang asks for one rack."""
-    rack_key = "topology.kubernetes.io/rack"
-    for rack in ("ra", "rb"):
-        made = suite.stack.cp.add_nodes(
-            2,
-            prefix=f"f{suite.id}-{rack}-",
-            capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
-            labels={SUITE_LABEL: suite.id, rack_key: f"{suite.id}-{rack}"},
-        )
-        suite.nodes += made
-    wait_for(
-        lambda: all(n in suite.stack.extender.state()["nodes"] for n in suite.nodes),
-        20,
-        "the extender to see the racks",
-    )
+    rack_key = RACK_KEY
+    suite.add_racks("ra", "rb")
     suite.pod("blocker", cpu="3", labels={}, annotations={})
     blocker_node = suite.wait_bound("blocker")["blocker"]
     lab = {names.LABEL_GROUP: "racked"}
@@ -855,19 +864,8 @@ def test_a_composite_child_requiring_one_rack_lands_in_one_rack(suite: Suite) ->
     """The workers' PodGroup of a gang composite requires one rack; the leader's does
     not. Both go together, the workers in one rack, and the leader where it leaves them
     one."""
-    rack_key = "topology.kubernetes.io/rack"
-    for rack in ("ra", "rb"):
-        suite.nodes += suite.stack.cp.add_nodes(
-            2,
-            prefix=f"f{suite.id}-{rack}-",
-            capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
-            labels={SUITE_LABEL: suite.id, rack_key: f"{suite.id}-{rack}"},
-        )
-    wait_for(
-        lambda: all(n in suite.stack.extender.state()["nodes"] for n in suite.nodes),
-        20,
-        "the extender to see the racks",
-    )
+    rack_key = RACK_KEY
+    suite.add_racks("ra", "rb")
     # rb keeps 5 cpu (a blocker takes 3 of rb-0's 4): the 3 workers of 2 cpu fit ra
     # alone. The leader (3 cpu) and workers (6) fit no one rack, so the gang spans two,
     # and only the workers' own constraint keeps them together.
@@ -905,20 +903,8 @@ def test_a_podgroup_requiring_one_rack_passes_the_placement_kube_scheduler_tries
     """kube-scheduler's topology-aware placement tries every rack in turn, offering the
     members that rack's nodes alone; fluence must fail the racks it did not choose and
     pass the one it did, whole, and never split the gang between them."""
-    rack_key = "topology.kubernetes.io/rack"
-    racks = ("ra", "rb", "rc")
-    for rack in racks:
-        suite.nodes += suite.stack.cp.add_nodes(
-            2,
-            prefix=f"f{suite.id}-{rack}-",
-            capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
-            labels={SUITE_LABEL: suite.id, rack_key: f"{suite.id}-{rack}"},
-        )
-    wait_for(
-        lambda: all(n in suite.stack.extender.state()["nodes"] for n in suite.nodes),
-        20,
-        "the extender to see the racks",
-    )
+    rack_key = RACK_KEY
+    suite.add_racks("ra", "rb", "rc")
     # Every rack holds either gang (3 x 2 cpu on 2 x 4 cpu), so kube-scheduler has
     # three placements to try for each, one of which is fluence's.
     for gang in ("first", "second"):
@@ -938,21 +924,7 @@ def test_a_podgroup_requiring_one_rack_passes_the_placement_kube_scheduler_tries
 
 def test_a_gang_too_big_for_any_rack_spans_the_fewest_racks(suite: Suite) -> None:
     """No rack holds it: the fewest racks with room do, not the first nodes found."""
-    rack_key = "topology.kubernetes.io/rack"
-    made: dict[str, list[str]] = {}
-    for rack in ("ra", "rb", "rc"):
-        made[rack] = suite.stack.cp.add_nodes(
-            2,
-            prefix=f"f{suite.id}-{rack}-",
-            capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
-            labels={SUITE_LABEL: suite.id, rack_key: f"{suite.id}-{rack}"},
-        )
-        suite.nodes += made[rack]
-    wait_for(
-        lambda: all(n in suite.stack.extender.state()["nodes"] for n in suite.nodes),
-        20,
-        "the extender to see the racks",
-    )
+    made = suite.add_racks("ra", "rb", "rc")
     # ra keeps 8 cpu free, rb 4, rc 2: an 11-pod gang fits in ra and rb.
     for i, (where, cpu) in enumerate(
         ((made["rc"][0], "3"), (made["rc"][1], "3"), (made["rb"][0], "4"))

@@ -17,18 +17,7 @@ _BAR = "INFO: ============================="
 
 
 def _run(tmp_path: Path, cmds: str, nodes: int = 1) -> tuple[str, str]:
-    gpath = tmp_path / "g.json"
-    gpath.write_text(json.dumps(pooled_cluster(nodes=nodes)))
-    out = tmp_path / "out"
-    err = io.StringIO()
-    old = sys.stdin
-    sys.stdin = io.StringIO(cmds)
-    try:
-        with contextlib.redirect_stderr(err):
-            assert cli.main(["-L", str(gpath), "-f", "jgf", "-d", "-t", str(out)]) == 0
-    finally:
-        sys.stdin = old
-    return out.read_text(), err.getvalue()
+    return _rq(tmp_path, pooled_cluster(nodes=nodes), cmds)
 
 
 def test_get_property_without_properties_names_the_vertex(tmp_path: Path) -> None:
@@ -138,11 +127,12 @@ def test_update_numbers_jobs_and_names_its_mode_as_resource_query_does(tmp_path:
     assert "ERROR: invalid time (0, 0)" in err
 
 
-def _ranked_cluster(
+def ranked_cluster(
     hosts: tuple[str, ...] = ("node0", "node1"), cores: int = 16, gpus: int = 4
 ) -> dict:
     """The graph flux-sched builds from an rv1exec R such as its tiny_rv1exec.json, as JGF:
-    cluster0, one node per host at rank = position, single cores and gpus under it."""
+    cluster0, one node per host at rank = position, single cores and gpus under it, so
+    that an rv1exec R names its vertices."""
     nodes: list[dict] = []
     edges: list[dict] = []
 
@@ -213,7 +203,7 @@ def test_update_rv1exec_replays_what_match_wrote_as_resource_query_does(tmp_path
     `update allocate rv1exec` on a fresh graph, give the same output byte for byte."""
     js = tmp_path / "js.json"
     js.write_text(json.dumps(_CORE_ON_A_NODE))
-    graph = _ranked_cluster()
+    graph = ranked_cluster()
     opts = ("-P", "high", "-F", "rv1_nosched")
     matched, _ = _rq(tmp_path, graph, f"match allocate {js}\n" * 4 + "quit\n", *opts)
     rs = [line for line in matched.splitlines() if not line.startswith("INFO")]
@@ -243,7 +233,7 @@ def test_update_rv1exec_rolls_back_a_failed_update_as_resource_query_does(tmp_pa
     jobs = fx / "jobspecs" / "update"
     out, err = _rq(
         tmp_path,
-        _ranked_cluster(),
+        ranked_cluster(),
         f"update allocate rv1exec {jobs / 'test012.json'} 1 0 3600\n"
         f"update allocate rv1exec {jobs / 'test013.json'} 2 0 3600\n"
         f"update allocate rv1exec {jobs / 'test014.json'} 3 0 3600\n"
@@ -271,7 +261,7 @@ def test_update_rv1exec_prints_and_numbers_as_the_jgf_update_does(tmp_path: Path
     rest.write_text(_rv1exec([("0", {"core": "2-15", "gpu": "0-3"})], ["node0"]))
     out, err = _rq(
         tmp_path,
-        _ranked_cluster(),
+        ranked_cluster(),
         f"update reserve rv1exec {part} 7 100 3600\n"
         f"update allocate rv1exec {missing_rank} 8 0 3600\n"
         f"update allocate rv1exec {wrong_host} 9 0 3600\n"

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from fluxion_nb import Graph, InputError, NotFoundError, StateError
 from fluxion_nb.graph import MatchOp
+from tests.unit.fluxion_nb.test_cli import ranked_cluster
 
 FUZZ_DIR = Path(__file__).resolve().parents[3] / "fluxion_nb" / "tests" / "fuzz"
 SMALL = (FUZZ_DIR / "small_graph.json").read_text()
@@ -365,30 +366,7 @@ def test_mutated_R_replays_or_raises_without_changing_state(
     assert_whole_graph_fits(g)
 
 
-def _ranked_graph() -> str:
-    """cluster0 -> node0, node1 (rank = number) -> core0..3, gpu0..1: what flux-sched's
-    rv1exec reader builds, so that an rv1exec R names its vertices."""
-    nodes: list[dict[str, Any]] = []
-    edges: list[dict[str, str]] = []
-
-    def vertex(type_: str, name: str, idx: int, rank: int, path: str) -> str:
-        key = str(len(nodes))
-        meta = {"type": type_, "name": name, "id": idx, "rank": rank, "size": 1}
-        nodes.append({"id": key, "metadata": {**meta, "paths": {"containment": path}}})
-        return key
-
-    root = vertex("cluster", "cluster0", 0, -1, "/cluster0")
-    for n in range(2):
-        node = vertex("node", f"node{n}", n, n, f"/cluster0/node{n}")
-        edges.append({"source": root, "target": node})
-        for kind, count in (("core", 4), ("gpu", 2)):
-            for i in range(count):
-                path = f"/cluster0/node{n}/{kind}{i}"
-                edges.append({"source": node, "target": vertex(kind, f"{kind}{i}", i, n, path)})
-    return json.dumps({"graph": {"nodes": nodes, "edges": edges}})
-
-
-RANKED = _ranked_graph()
+RANKED = json.dumps(ranked_cluster(cores=4, gpus=2))
 RANKED_WHOLE: dict[str, Any] = {
     "version": 9999,
     "resources": [
