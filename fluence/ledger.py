@@ -944,11 +944,7 @@ class Ledger:
         no more of them. Up to two more domains are added when the match still finds
         no room (capacity in pieces smaller than a pod's), then the caller goes on.
         """
-        largest: dict[str, int] = {}
-        for p in pods:
-            for t, n in split[p.key][0].items():
-                largest[t] = max(largest.get(t, 0), n)
-        largest = {t: n for t, n in largest.items() if n > 0}
+        largest = _largest_shape(pods, split)
         if not largest:
             return None
         usage = self.graph.node_usage()
@@ -958,10 +954,7 @@ class Ledger:
         for path, nodes in self.graph.domains(level).items():
             usable = [n for n in nodes if n not in excluded and n in usage]
             members[path] = usable
-            slots[path] = sum(
-                min(usage[n].get(t, {}).get("free", 0) // need for t, need in largest.items())
-                for n in usable
-            )
+            slots[path] = _slots(usable, largest, usage, "free")
         wanted = len(pods)
 
         def fewest(paths: Sequence[str]) -> list[str]:

@@ -223,7 +223,8 @@ def mutated(draw: st.DrawFn, base: Any, max_mutations: int = 3) -> Any:
         kind = draw(st.sampled_from(["drop", "replace", "dup", "rename", "wrap", "swap"]))
         if not path:
             if kind == "replace":
-                doc = draw(st.sampled_from(WEIRD))
+                # a copy: later edits must not change the shared WEIRD values
+                doc = copy.deepcopy(draw(st.sampled_from(WEIRD)))
             continue
         parent = _get(doc, path[:-1])
         key = path[-1]
