@@ -102,7 +102,7 @@ NB_MODULE(_core, m) {
              nb::call_guard<nb::gil_scoped_release>())
         .def("update_allocate", &Matcher::update_allocate, nb::arg("jobid"), nb::arg("R"), nb::arg("at"),
              nb::arg("duration"), nb::arg("reserve") = false, nb::arg("format") = "", nb::arg("reader") = "",
-             nb::call_guard<nb::gil_scoped_release>())
+             nb::arg("now") = 0, nb::call_guard<nb::gil_scoped_release>())
         .def("hold", &Matcher::hold, nb::arg("jobid"), nb::arg("holdings"), nb::arg("at"), nb::arg("duration"),
              nb::call_guard<nb::gil_scoped_release>())
         .def("cancel", &Matcher::cancel, nb::arg("jobid"), nb::arg("noent_ok") = false,

@@ -310,9 +310,10 @@ class Session:
     def _update(self, args: list[str]) -> None:
         """resource-query's ``update allocate|reserve READER R JOBID AT DURATION``.
 
-        As it does: the mode printed follows the start (now: ALLOCATED, later: RESERVED),
-        a failed replay prints the no-match block, and either way the next match takes
-        the updated id plus one.
+        As it does: both record an allocation on the vertices, the job's state and the
+        mode printed follow the start (now: ALLOCATED, later: RESERVED), a failed replay
+        prints the no-match block, and either way the next match takes the updated id
+        plus one.
         """
         if len(args) != 7:
             print("ERROR: malformed command", file=sys.stderr)
@@ -336,7 +337,7 @@ class Session:
             print(f"ERROR: invalid time ({at}, {duration})", file=sys.stderr)
             return
         try:
-            r = self.m.update_allocate(jobid, text, at, duration, args[1] == "reserve", "", args[2])
+            r = self.m.update_allocate(jobid, text, at, duration, False, "", args[2])
         except (InputError, NotFoundError, StateError) as exc:
             r = None
             print(f"ERROR: traverser run () returned error \nERROR: {exc}", file=sys.stderr)

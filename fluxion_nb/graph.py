@@ -258,16 +258,19 @@ class Graph:
         duration: int,
         reserve: bool = False,
         reader: str = "",
+        now: int = 0,
     ) -> Allocation:
         """Replay an allocation recorded earlier, e.g. after a restart.
 
         ``reader``: ``"jgf"`` reads the JGF graph of R (as the jgf and rv1 writers
         write it), ``"rv1exec"`` its R_lite ranks, hosts and child ids (RFC 20
         R without a graph); ``""`` picks JGF when R has one. R's own start and
-        expiration are ignored: the job holds ``[at, at + duration)``.
+        expiration are ignored: the job holds ``[at, at + duration)``. The status
+        is "reserved" when it starts after ``now`` or ``reserve`` books it as a
+        reservation (which the vertices then record as one), else "allocated".
         """
         return _allocation(
-            self._m, self._m.update_allocate(jobid, R, at, duration, reserve, "", reader)
+            self._m, self._m.update_allocate(jobid, R, at, duration, reserve, "", reader, now)
         )
 
     def hold(self, jobid: int, holdings: Mapping[str, int], *, at: int = 0, duration: int) -> None:

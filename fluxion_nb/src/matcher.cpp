@@ -273,7 +273,8 @@ void Matcher::hold(int64_t jobid, const std::vector<std::pair<std::string, int64
 }
 
 MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
-                                     bool reserve, const std::string &format, const std::string &reader) {
+                                     bool reserve, const std::string &format, const std::string &reader,
+                                     int64_t now) {
     if (reader != "" && reader != "jgf" && reader != "jgf_shorthand" && reader != "rv1exec")
         throw InputError("update: R reader must be jgf, jgf_shorthand or rv1exec, not '" + reader + "'");
     std::lock_guard<std::mutex> lk(mu_);
@@ -299,14 +300,15 @@ MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_
     std::string why;
     MatchResult r;
     r.jobid = jobid;
-    if (!trav_->replay(jobid, at, duration, reserve, amounts, em, why, &unplanned))
+    if (!trav_->replay(jobid, at, duration, reserve, amounts, em, why, &unplanned, true))
         throw StateError("update: " + why);
-    r.status = reserve ? "reserved" : "allocated";
+    const bool later = reserve || at > now;
+    r.status = later ? "reserved" : "allocated";
     r.at = at;
     r.duration = duration;
     r.R = write_r(*g_, em, fmt);
     r.emitted = em.vertices;
-    JobRecord jr{jobid, reserve ? "RESERVED" : "ALLOCATED", at, duration, 0.0, r.R, {}};
+    JobRecord jr{jobid, later ? "RESERVED" : "ALLOCATED", at, duration, 0.0, r.R, {}};
     for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
     jobs_[jobid] = std::move(jr);
     advance_counter(jobid);

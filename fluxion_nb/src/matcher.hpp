@@ -102,9 +102,13 @@ class Matcher {
     // ids of execution.R_lite and nodelist, found as flux-sched's rv1exec
     // reader finds them (see readers/rv1exec.hpp); "": JGF when R has a
     // graph, else rv1exec. R's own start and expiration are not read: the
-    // job holds [at, at + duration).
+    // job holds [at, at + duration). As flux-sched's update: the vertices
+    // record an allocation (a reservation only when `reserve`), a node-
+    // exclusive policy takes each node reached whole, and the job is
+    // RESERVED when it starts after `now` (or `reserve`), else ALLOCATED.
     MatchResult update_allocate(int64_t jobid, const std::string &R, int64_t at, int64_t duration,
-                                bool reserve, const std::string &format = "", const std::string &reader = "");
+                                bool reserve, const std::string &format = "", const std::string &reader = "",
+                                int64_t now = 0);
     // Hold given amounts of given vertices (path -> units, each held
     // exclusively by the job) as a new job over [at, at + duration): what
     // update_allocate does for an R naming those vertices and their

@@ -93,10 +93,13 @@ class Traverser {
     bool partial_cancel(int64_t jobid, const std::vector<int> &listed, bool &full);
     // Replay an allocation: vertex -> (amount, exclusive) for the given job.
     // `unplanned`: vertices among them held exclusively (tagged, emitted as
-    // exclusive) whose own planner nonetheless takes no span.
+    // exclusive) whose own planner nonetheless takes no span. `as_policy`:
+    // walk as flux-sched's update does under a node-exclusive policy, each
+    // node reached taken whole (tagged, counted, emitted) while only what R
+    // holds exclusively takes planner spans.
     bool replay(int64_t jobid, int64_t at, int64_t duration, bool reserve,
                 const std::map<int, std::pair<int64_t, bool>> &amounts, Emission &out,
-                std::string &why, const std::vector<int> *unplanned = nullptr);
+                std::string &why, const std::vector<int> *unplanned = nullptr, bool as_policy = false);
 
     // Apply every deferred node-wide bookkeeping (see deferred_holds.cpp);
     // needed before reading vertices' scheduling state directly.

@@ -2,6 +2,7 @@
 // reservation on every vertex under them (spans, tags, exclusivity, subtree
 // aggregates) and emit what was taken; and the replay of a known allocation
 // through the same walk.
+#include <set>
 #include <string>
 
 #include "traverser/traverser.hpp"
@@ -121,7 +122,7 @@ bool Traverser::update(int root, Emission &out, JobMeta &m) {
 
 bool Traverser::replay(int64_t jobid, int64_t at, int64_t duration, bool reserve,
                        const std::map<int, std::pair<int64_t, bool>> &amounts, Emission &out,
-                       std::string &why, const std::vector<int> *unplanned) {
+                       std::string &why, const std::vector<int> *unplanned, bool as_policy) {
     // Mark the edges leading to every replayed vertex, then run the normal
     // update walk so aggregates, tags and order are maintained the same way.
     for (const auto &kv : amounts) settle_above(kv.first);
@@ -167,21 +168,34 @@ bool Traverser::replay(int64_t jobid, int64_t at, int64_t duration, bool reserve
     m.now = 0;
     m.duration = duration;
     m.alloc_type = reserve ? AllocType::AllocOrReserve : AllocType::Alloc;
-    if (!update(g_.root, out, m)) {
+    const bool whole_nodes = as_policy && policy_.node_exclusive;
+    std::set<int> saved_x = x_types_;
+    if (whole_nodes) x_types_.insert(g_.types.node);
+    bool walked = update(g_.root, out, m);
+    x_types_ = std::move(saved_x);
+    if (!walked) {
         why = "nothing of the replayed allocation is in this graph";
         return false;
     }
     // The walk gave every exclusive vertex a span of its own; take back
     // those of the unplanned ones (they keep their tag and exclusivity span).
+    auto take_back = [&](int v) {
+        Vertex &x = V(v);
+        auto &held = reserve ? x.reservations : x.allocations;
+        if (auto it = held.find(jobid); it != held.end()) {
+            x.plans.rem_span(it->second);
+            held.erase(it);
+            touch(v);
+        }
+    };
     if (unplanned)
-        for (int v : *unplanned) {
-            Vertex &x = V(v);
-            auto &held = reserve ? x.reservations : x.allocations;
-            if (auto it = held.find(jobid); it != held.end()) {
-                x.plans.rem_span(it->second);
-                held.erase(it);
-                touch(v);
-            }
+        for (int v : *unplanned) take_back(v);
+    // Whole nodes: flux-sched's reader plans only what R holds exclusively
+    // before the walk, which then plans nothing.
+    if (whole_nodes)
+        for (const EmittedVertex &ev : out.vertices) {
+            auto it = amounts.find(ev.vertex);
+            if (ev.exclusive && (it == amounts.end() || !it->second.second)) take_back(ev.vertex);
         }
     return true;
 }

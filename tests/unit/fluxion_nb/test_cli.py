@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from fluxion_nb import Graph, cli
 from fluxion_nb.examples import pooled_cluster, slot_jobspec
 from tests.conformance.replay import fixtures_dir
@@ -283,9 +285,11 @@ def test_update_rv1exec_prints_and_numbers_as_the_jgf_update_does(tmp_path: Path
     assert blocks[7] == "INFO: JOBID=12\nINFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now\n"
     assert err.count("ERROR: traverser run () returned error") == 4
     assert "node5" in err and "core16" in err
-    # Held now: job 12 alone (job 7 from 100 on); the refused ones left nothing.
+    # sched-now=allocated: every vertex holding an allocation, whatever its start: job
+    # 12's and job 7's (an update records an allocation, even from 100 on); the refused
+    # ones left nothing.
     held = json.loads(blocks[8])["execution"]["R_lite"]
-    assert held == [{"rank": "0", "children": {"core": "2-15", "gpu": "0-3"}}]
+    assert held == [{"rank": "0", "children": {"core": "0-15", "gpu": "0-3"}}]
 
 
 def test_update_rv1exec_on_a_pooled_graph_fails_as_resource_query_does(tmp_path: Path) -> None:
@@ -304,3 +308,134 @@ def test_update_rv1exec_on_a_pooled_graph_fails_as_resource_query_does(tmp_path:
     assert "INFO: JOBID=4\nINFO: RESOURCES=ALLOCATED" in out
     assert "ERROR: traverser run () returned error" in err
     assert "pool of 4000 units" in err
+
+
+def test_update_reserve_records_an_allocation_whose_state_follows_its_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """resource-query's update walk always records an allocation on the vertices (its
+    sub-command is only checked), and the job is ALLOCATED when it starts at 0, else
+    RESERVED, which partial cancel refuses."""
+    graph = ranked_cluster()
+    r = tmp_path / "r.json"
+    r.write_text(Graph(graph, match_format="jgf").match(_CORE_ON_A_NODE).R)
+    out, err = _rq(
+        tmp_path,
+        graph,
+        f"update reserve jgf {r} 5 0 3600\n"
+        "find jobid-alloc=5\n"
+        "find jobid-reserved=5\n"
+        f"update allocate jgf {r} 7 4000 3600\n"
+        "find sched-future=reserved\n"
+        "info 5\n"
+        "info 7\n"
+        f"partial-cancel 7 jgf {r}\n"
+        "quit\n",
+    )
+    assert "INFO: JOBID=5\nINFO: RESOURCES=ALLOCATED\nINFO: SCHEDULED AT=Now" in out
+    assert "INFO: JOBID=7\nINFO: RESOURCES=RESERVED\nINFO: SCHEDULED AT=4000" in out
+    alloc = out.split('EXPRESSION="jobid-alloc=5"')[0].rsplit("SCHEDULED AT=Now", 1)[1]
+    assert "core15[1:x]" in alloc and "node1[1:x]" in alloc
+    # Nothing is a reservation: neither job's vertices, nor anything in the future.
+    for expr in ("jobid-reserved=5", "sched-future=reserved"):
+        found = out.split(f'EXPRESSION="{expr}"')[0].rsplit(_BAR, 2)
+        assert found[-2].strip() == "", (expr, found[-2])
+    info = capsys.readouterr().out
+    assert "INFO: 5, ALLOCATED, 0," in info
+    assert "INFO: 7, RESERVED, 4000," in info
+    assert "ERROR: reservations not currently supported by partial cancel" in err
+
+
+def test_update_under_a_node_exclusive_policy_takes_the_node_whole(tmp_path: Path) -> None:
+    """Under lonodex, resource-query's update walk takes each node R reaches whole: its
+    R names every core and gpu of node1, the next node-exclusive match goes to node0, a
+    third finds nothing, and after the cancel node1 is free again. Under a policy that
+    is not node-exclusive only the core and gpu R names are held."""
+    graph = ranked_cluster()
+    r = tmp_path / "r.json"
+    r.write_text(Graph(graph, match_format="jgf").match(_CORE_ON_A_NODE).R)
+    js = tmp_path / "js.json"
+    js.write_text(json.dumps(_CORE_ON_A_NODE))
+    cmds = (
+        f"update allocate jgf {r} 1 0 3600\n"
+        f"match allocate {js}\n"
+        f"match allocate {js}\n"
+        "cancel 1\n"
+        f"match allocate {js}\n"
+        "quit\n"
+    )
+    out, _ = _rq(tmp_path, graph, cmds, "-P", "lonodex")
+    first = out.split("INFO: JOBID=1")[0]
+    assert first.count("core") == 16 and first.count("gpu") == 4
+    assert "node1[1:x]" in first
+    assert [line for line in out.splitlines() if "node" in line or "JOBID" in line] == [
+        "      ------node1[1:x]",
+        "INFO: JOBID=1",
+        "      ------node0[1:x]",
+        "INFO: JOBID=2",
+        "INFO: JOBID=3",
+        "      ------node1[1:x]",
+        "INFO: JOBID=4",
+    ]
+    assert out.count("No matching resources found") == 1
+    out, _ = _rq(tmp_path, graph, cmds, "-P", "low")
+    first = out.split("INFO: JOBID=1")[0]
+    assert first.count("core") == 1 and first.count("gpu") == 1
+    assert "No matching resources found" not in out
+
+
+def _socketed(sockets: int = 2, cores: int = 4) -> dict:
+    """cluster0 / node0 / socket0..n / core0..m, as JGF."""
+    nodes: list[dict] = []
+    edges: list[dict] = []
+
+    def vertex(type_: str, idx: int, path: str, parent: str | None) -> str:
+        key = str(len(nodes))
+        meta = {"type": type_, "name": f"{type_}{idx}", "id": idx, "size": 1}
+        nodes.append({"id": key, "metadata": {**meta, "paths": {"containment": path}}})
+        if parent is not None:
+            edges.append({"source": parent, "target": key})
+        return key
+
+    root = vertex("cluster", 0, "/cluster0", None)
+    node = vertex("node", 0, "/cluster0/node0", root)
+    for s in range(sockets):
+        sock = vertex("socket", s, f"/cluster0/node0/socket{s}", node)
+        for c in range(cores):
+            vertex("core", s * cores + c, f"/cluster0/node0/socket{s}/core{s * cores + c}", sock)
+    return {"graph": {"nodes": nodes, "edges": edges}}
+
+
+def test_a_slot_under_a_node_whose_cores_sit_in_sockets_matches_nothing(tmp_path: Path) -> None:
+    """As in resource-query: node -> slot -> core(2) with sockets between node and cores
+    finds the slot in a socket, but the selection marks only the socket's core edges, so
+    the update walk stops at the node and nothing is allocated. With the socket named,
+    or the slot at the top, the same cores are allocated."""
+    shapes = {
+        "node-slot": [{"type": "node", "count": 1, "with": ["SLOT"]}],
+        "node-socket-slot": [
+            {"type": "node", "count": 1, "with": [{"type": "socket", "count": 1, "with": ["SLOT"]}]}
+        ],
+        "slot": ["SLOT"],
+    }
+    slot = {"type": "slot", "count": 1, "label": "t", "with": [{"type": "core", "count": 2}]}
+    outs = {}
+    for name, shape in shapes.items():
+        text = json.dumps(shape).replace('"SLOT"', json.dumps(slot))
+        js = tmp_path / f"{name}.json"
+        js.write_text(
+            json.dumps(
+                {
+                    "version": 9999,
+                    "resources": json.loads(text),
+                    "attributes": {"system": {"duration": 3600}},
+                    "tasks": [{"command": ["x"], "slot": "t", "count": {"per_slot": 1}}],
+                }
+            )
+        )
+        outs[name], _ = _rq(tmp_path, _socketed(), f"match allocate {js}\nquit\n")
+    assert "INFO: No matching resources found" in outs["node-slot"]
+    assert "Unsatisfiable" not in outs["node-slot"]
+    for name in ("node-socket-slot", "slot"):
+        assert "INFO: RESOURCES=ALLOCATED" in outs[name], name
+        assert outs[name].count("[1:x]") == 2, name

@@ -156,6 +156,21 @@ def test_update_allocate_replays_a_recorded_allocation() -> None:
     assert [u.used for u in fresh.usage()] == [u.used for u in g.usage()]
 
 
+def test_update_allocate_is_reserved_when_it_starts_later_or_is_booked_as_one() -> None:
+    cluster = pooled_cluster(nodes=2)
+    a = Graph(cluster, partial_pools=True).match(slot_jobspec(2, 1000, 512))
+    g = Graph(cluster, partial_pools=True)
+    started = g.update_allocate(1, a.R, at=100, duration=60, now=100)
+    later = g.update_allocate(2, a.R, at=200, duration=60, now=100)
+    booked = g.update_allocate(3, a.R, at=300, duration=60, now=300, reserve=True)
+    assert (started.status, later.status, booked.status) == ("allocated", "reserved", "reserved")
+    assert [g.info(j).state for j in (1, 2, 3)] == ["ALLOCATED", "RESERVED", "RESERVED"]
+    # Only the booked one is a reservation on the vertices.
+    assert "worker" in g.find("jobid-alloc=2")
+    assert "worker" not in g.find("jobid-reserved=2")
+    assert "worker" in g.find("jobid-reserved=3")
+
+
 def test_hold_takes_exactly_what_an_equivalent_update_allocate_takes() -> None:
     cluster = pooled_cluster(nodes=2)
     matched = Graph(cluster, partial_pools=True)
