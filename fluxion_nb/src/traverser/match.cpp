@@ -30,6 +30,19 @@ struct Greater {
 struct Less {
     bool operator()(int64_t a, int64_t b) const { return a < b; }
 };
+// The locality policy's order of the top-level candidates: scores fall into
+// runs of consecutive integers (the joined intervals of flux-sched's
+// fold::interval_greater), and the run that starts highest comes first;
+// scores of one run are equal to the sort.
+struct RunGreater {
+    // Sorted, distinct scores, each with the first score of its run.
+    const std::vector<std::pair<int64_t, int64_t>> *runs;
+    int64_t start(int64_t s) const {
+        auto it = std::lower_bound(runs->begin(), runs->end(), std::make_pair(s, INT64_MIN));
+        return it->second;
+    }
+    bool operator()(int64_t a, int64_t b) const { return start(a) > start(b); }
+};
 
 // Granule-aware progress toward a number of per-slot shares of one type.
 struct ShareTally {
@@ -449,12 +462,23 @@ void Traverser::finish_slot(Scoring &dfu) {
 
 bool Traverser::finish_graph(const std::vector<Resource> &rs, Scoring &dfu) {
     int64_t score = kMatchMet;
+    std::vector<std::pair<int64_t, int64_t>> runs;
     for (const auto &r : rs) {
         unsigned qc = dfu.qualified_count(r.type);
         unsigned count = calc_count(r, qc);
         if (count == 0) {
             score = kMatchUnmet;
             break;
+        }
+        if (policy_.locality) {
+            runs.clear();
+            for (const EdgeGroup &g : dfu.of(r.type).groups()) runs.emplace_back(g.score, g.score);
+            std::sort(runs.begin(), runs.end());
+            runs.erase(std::unique(runs.begin(), runs.end()), runs.end());
+            for (size_t i = 1; i < runs.size(); ++i)
+                if (runs[i].first == runs[i - 1].first + 1) runs[i].second = runs[i - 1].second;
+            dfu.choose_accum_best_k(r.type, count, RunGreater{&runs});
+            continue;
         }
         with_cmp([&](auto cmp) { dfu.choose_accum_best_k(r.type, count, cmp); });
     }
