@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <sstream>
 
 #include "util/errors.hpp"
 #include "traverser/flexible.hpp"
@@ -104,6 +105,25 @@ void check_level(const std::vector<Resource> &rs, const TypeTable &types, const 
         check_sibling_slots(rs, types.slot, where);
 }
 
+// A YAML scalar's text (string, integer, number or boolean); false for
+// anything else (null, a sequence, a mapping).
+bool scalar_text(const json::Value &v, std::string &out) {
+    if (v.is_string()) {
+        out = v.as_string();
+    } else if (v.is_int()) {
+        out = std::to_string(v.as_int());
+    } else if (v.is_bool()) {
+        out = v.as_bool() ? "true" : "false";
+    } else if (v.is_number()) {
+        std::ostringstream s;
+        s << v.as_double();
+        out = s.str();
+    } else {
+        return false;
+    }
+    return true;
+}
+
 Resource read_resource(const json::Value &v, const TypeTable &types, const std::string &where,
                        TraverserKind kind) {
     if (!v.is_object()) bad(where, "a resource must be a mapping");
@@ -133,13 +153,16 @@ Resource read_resource(const json::Value &v, const TypeTable &types, const std::
         else
             bad(w, "'exclusive' must be true or false");
     }
+    // Fluxion's reader takes any YAML scalar here, as text.
     if (const json::Value *l = v.find("label")) {
-        if (!l->is_string()) bad(w, "'label' must be a string");
-        r.label = l->as_string();
+        if (!scalar_text(*l, r.label)) bad(w, "'label' must be a scalar");
     }
     if (const json::Value *u = v.find("unit")) {
-        if (!u->is_string()) bad(w, "'unit' must be a string");
-        r.unit = u->as_string();
+        if (!scalar_text(*u, r.unit)) bad(w, "'unit' must be a scalar");
+    }
+    if (const json::Value *id = v.find("id")) {
+        std::string ignored;
+        if (!scalar_text(*id, ignored)) bad(w, "'id' must be a scalar");
     }
     if (r.type == types.slot && r.label.empty()) bad(w, "all slots must be labeled");
     if (const json::Value *with = v.find("with")) {
@@ -225,10 +248,23 @@ std::vector<std::string> string_list(const json::Value &v, const std::string &wh
     return out;
 }
 
+// Ranks and hosts: each entry a scalar read as text (a rank may be 3 or "0-3").
+std::vector<std::string> scalar_list(const json::Value &v, const std::string &what) {
+    if (!v.is_array()) throw InputError("constraint: '" + what + "' must be a list");
+    std::vector<std::string> out;
+    for (const auto &i : v.items()) {
+        std::string text;
+        if (!scalar_text(i, text)) throw InputError("constraint: '" + what + "' entries must be scalars");
+        out.push_back(std::move(text));
+    }
+    return out;
+}
+
 }  // namespace
 
 std::unique_ptr<Constraint> parse_constraint(const json::Value &v) {
     if (!v.is_object()) throw InputError("constraint: must be a mapping");
+    if (v.members().size() > 1) throw InputError("constraint: a mapping holds one operator, not several");
     std::vector<std::unique_ptr<Constraint>> parts;
     for (const auto &kv : v.members()) {
         const std::string &op = kv.first;
@@ -236,18 +272,18 @@ std::unique_ptr<Constraint> parse_constraint(const json::Value &v) {
             auto props = string_list(kv.second, op);
             for (const auto &p : props) {
                 std::string name = !p.empty() && p[0] == '^' ? p.substr(1) : p;
-                if (name.empty() || name.find_first_of("!&'\"`|()") != std::string::npos)
+                if (name.find_first_of("!&'\"^`|()") != std::string::npos)
                     throw InputError("constraint: invalid property name '" + p + "'");
             }
             parts.push_back(std::make_unique<PropertyConstraint>(std::move(props)));
         } else if (op == "hostlist") {
             std::set<std::string> hosts;
-            for (const auto &h : string_list(kv.second, op))
+            for (const auto &h : scalar_list(kv.second, op))
                 for (auto &x : expand_hostlist(h)) hosts.insert(x);
             parts.push_back(std::make_unique<HostlistConstraint>(std::move(hosts)));
         } else if (op == "ranks") {
             std::set<int64_t> ranks;
-            for (const auto &r : string_list(kv.second, op))
+            for (const auto &r : scalar_list(kv.second, op))
                 for (auto x : parse_idset(r)) ranks.insert(x);
             parts.push_back(std::make_unique<RankConstraint>(std::move(ranks)));
         } else if (op == "and" || op == "or" || op == "not") {
