@@ -10,6 +10,7 @@ at which the cluster's free cores suffice, earliest first, and matches at each.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,11 +79,21 @@ class Held:
 
 
 def earliest_start(
-    held: list[Held], req: Request, units: list[str], per_unit: int, by_node: dict[str, str]
+    held: list[Held],
+    req: Request,
+    units: list[str],
+    per_unit: int,
+    by_node: dict[str, str],
+    allocated: frozenset[str] = frozenset(),
 ) -> int | None:
-    """The first of 0 and the held jobs' ends at which ``req`` fits for its whole duration."""
+    """The first of 0 and the held jobs' ends at which ``req`` fits for its whole duration.
+
+    ``allocated``: cores that record an allocation (a running job, or one replayed by
+    update, whenever it starts); as in Fluxion's ``by_excl``, none of them is taken now,
+    whatever its span, while a later start looks at the spans alone.
+    """
     for t in sorted({0} | {h.end for h in held}):
-        busy: set[str] = set()
+        busy: set[str] = set(allocated) if t == 0 else set()
         for h in held:
             if h.start < t + req.duration and t < h.end:
                 busy |= h.cores
@@ -150,3 +161,126 @@ def test_a_reservation_starts_when_its_cores_first_free(
         taken = frozenset(v.path for v in r.vertices if v.type == "core")
         assert len(taken) == req.slots * req.cores
         held.append(Held(r.at, r.at + req.duration, taken))
+
+
+def _core_paths(found: str) -> set[str]:
+    """The cores a ``find`` answer (JGF) lists."""
+    if not found.strip():
+        return set()
+    nodes = json.loads(found)["graph"]["nodes"]
+    return {n["metadata"]["paths"]["containment"] for n in nodes if n["metadata"]["type"] == "core"}
+
+
+@st.composite
+def command_files(draw: st.DrawFn) -> tuple[int, int, int, str, list[tuple[str, Any]]]:
+    nodes, cores, sockets, policy, _ = draw(scenarios())
+    per = cores // sockets if sockets else cores
+    steps: list[tuple[str, Any]] = []
+    for _ in range(draw(st.integers(4, 24))):
+        kind = draw(
+            st.sampled_from(
+                ["match", "match", "match", "cancel", "partial", "replay", "down", "up"]
+            )
+        )
+        if kind == "match":
+            size = draw(st.sampled_from(sorted({1, 2, per // 2 or 1, per})))
+            steps.append(
+                (
+                    kind,
+                    Request(
+                        slots=draw(st.integers(1, max(1, nodes * cores // size // 2))),
+                        cores=size,
+                        duration=draw(st.sampled_from([10, 20, 35, 50, 100])),
+                        in_one_node=False,
+                    ),
+                )
+            )
+        elif kind in ("down", "up"):
+            steps.append((kind, draw(st.integers(0, nodes - 1))))
+        else:
+            steps.append((kind, draw(st.integers(0, 1000))))
+    return nodes, cores, sockets, policy, steps
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(command_files())
+def test_long_command_files_keep_the_model(
+    case: tuple[int, int, int, str, list[tuple[str, Any]]],
+) -> None:
+    """Matches (now or reserved), cancels, partial cancels of running jobs, a cancelled
+    job replayed from its R, nodes set down and up, in any order: every start is the
+    model's earliest, a replay holds exactly what the job held, and ``find`` lists the
+    cores of the running jobs (sched-now) and of the later ones (sched-future)."""
+    nodes, cores, sockets, policy, steps = case
+    g = Graph(per_core_graph(nodes, cores, sockets), policy=policy, match_format="jgf")
+    if sockets:
+        units = [f"/c0/node{n}/socket{s}" for n in range(nodes) for s in range(sockets)]
+    else:
+        units = [f"/c0/node{n}" for n in range(nodes)]
+    by_node = {u: u.split("/")[2] for u in units}
+    per_unit = cores // sockets if sockets else cores
+    # jobid -> (held, its R while it holds all of it, duration, replayed)
+    jobs: dict[int, tuple[Held, str, int, bool]] = {}
+    down: set[str] = set()
+    for kind, arg in steps:
+        if kind == "match":
+            up_units = [u for u in units if by_node[u] not in down]
+            held = [h for h, *_ in jobs.values()]
+            records = frozenset(
+                c for h, _, _, again in jobs.values() if h.start == 0 or again for c in h.cores
+            )
+            expected = (
+                earliest_start(held, arg, up_units, per_unit, by_node, records)
+                if up_units
+                else None
+            )
+            r = g.match(arg.jobspec(), "allocate_orelse_reserve")
+            if expected is None:
+                assert r.status not in ("allocated", "reserved"), (arg, r)
+                continue
+            assert (r.status, r.at) == ("allocated" if expected == 0 else "reserved", expected)
+            taken = frozenset(v.path for v in r.vertices if v.type == "core")
+            assert not any(
+                by_node[u] in down for u in units if any(c.startswith(u + "/") for c in taken)
+            )
+            jobs[r.jobid] = (Held(r.at, r.at + arg.duration, taken), r.R, arg.duration, False)
+        elif kind == "cancel" and jobs:
+            jobid = sorted(jobs)[arg % len(jobs)]
+            assert g.cancel(jobid)
+            del jobs[jobid]
+        elif kind == "partial":
+            running = sorted(j for j, (h, *_) in jobs.items() if h.start == 0 and len(h.cores) > 1)
+            if running:
+                jobid = running[arg % len(running)]
+                h, R, d, replayed = jobs[jobid]
+                gone = sorted(h.cores)[0]
+                assert not g.partial_cancel(jobid, [gone])
+                # Its R is no longer what it holds: a replay of it is not checked.
+                jobs[jobid] = (Held(h.start, h.end, h.cores - {gone}), "", d, replayed)
+        elif kind == "replay":
+            whole = sorted(j for j, (_, R, *_) in jobs.items() if R)
+            if whole:
+                jobid = whole[arg % len(whole)]
+                h, R, d, _ = jobs.pop(jobid)
+                g.cancel(jobid)
+                fresh = max(j.jobid for j in g.jobs()) + 1
+                again = g.update_allocate(fresh, R, at=h.start, duration=d)
+                assert again.status == ("allocated" if h.start == 0 else "reserved")
+                assert frozenset(v.path for v in again.vertices if v.type == "core") == h.cores
+                jobs[fresh] = (h, again.R, d, True)
+        elif kind in ("down", "up"):
+            g.set_status(f"/c0/node{arg}", kind == "up")
+            (down.discard if kind == "up" else down.add)(f"node{arg}")
+        # Running jobs and replays record allocations; later matches record reservations.
+        allocated = {
+            c for h, _, _, again in jobs.values() for c in h.cores if h.start == 0 or again
+        }
+        reserved = {
+            c for h, _, _, again in jobs.values() for c in h.cores if h.start > 0 and not again
+        }
+        assert _core_paths(g.find("sched-now=allocated")) == allocated
+        assert _core_paths(g.find("sched-future=reserved")) == reserved
+    for jobid in list(jobs):
+        g.cancel(jobid)
+    assert not _core_paths(g.find("sched-now=allocated"))
+    assert not _core_paths(g.find("sched-future=reserved"))
