@@ -228,6 +228,44 @@ class LastMatch:
     match_seconds: float
 
 
+class HoldingsByPod(dict[str, Holding]):
+    """Holdings by pod key, each group's at hand: a bind asks for its group's others,
+    and a scan of every holding per bind grows with the cluster."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._groups: dict[str, dict[str, Holding]] = {}
+
+    def of_group(self, group: str) -> list[Holding]:
+        return list(self._groups.get(group, {}).values())
+
+    def __setitem__(self, pod: str, h: Holding) -> None:
+        self._forget(pod)
+        super().__setitem__(pod, h)
+        self._groups.setdefault(h.group, {})[pod] = h
+
+    def __delitem__(self, pod: str) -> None:
+        self._forget(pod)
+        super().__delitem__(pod)
+
+    def pop(self, pod: str, default: Holding | None = None) -> Holding | None:  # type: ignore[override]
+        self._forget(pod)
+        return super().pop(pod, default)
+
+    def clear(self) -> None:
+        self._groups.clear()
+        super().clear()
+
+    def _forget(self, pod: str) -> None:
+        old = super().get(pod)
+        if old is not None:
+            members = self._groups.get(old.group)
+            if members is not None:
+                members.pop(pod, None)
+                if not members:
+                    del self._groups[old.group]
+
+
 LAST_MATCHES_KEPT = 4096
 """Groups whose last match is remembered; the oldest are forgotten first."""
 
@@ -359,7 +397,7 @@ class Ledger:
         self.unbound_timeout = unbound_timeout
         self.clock = clock
         self.lock = threading.RLock()
-        self._holdings: dict[str, Holding] = {}
+        self._holdings = HoldingsByPod()
         self._groups: dict[str, GroupDevices] = {}
         self._unaccounted: dict[str, Pod] = {}
         self._retrying = False
@@ -407,8 +445,8 @@ class Ledger:
         with self.lock:
             pending = [
                 PendingMember(o.pod, o.uid, o.node, dict(o.amounts))
-                for o in self._holdings.values()
-                if o.group == h.group and o.pod != h.pod and o.state == TENTATIVE and o.group
+                for o in self._holdings.of_group(h.group)
+                if o.pod != h.pod and o.state == TENTATIVE and o.group
             ]
         return h.annotations(self.seal, pending)
 

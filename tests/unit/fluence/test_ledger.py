@@ -297,6 +297,14 @@ class LedgerMachine(RuleBasedStateMachine):
         assert sum(self.graph.backend_usage().values()) == len(backends)
         assert all(h.state in (TENTATIVE, COMMITTED) for h in self.ledger.holdings().values())
 
+    @invariant()
+    def each_groups_holdings_are_at_hand(self) -> None:
+        holdings = self.ledger._holdings
+        groups = {h.group for h in holdings.values()}
+        for g in groups | {"default/none"}:
+            by_scan = [h.pod for h in holdings.values() if h.group == g]
+            assert sorted(h.pod for h in holdings.of_group(g)) == sorted(by_scan)
+
 
 TestLedgerMachine = LedgerMachine.TestCase
 TestLedgerMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
