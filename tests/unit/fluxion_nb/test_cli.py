@@ -14,6 +14,7 @@ from fluxion_nb import Graph, cli
 from fluxion_nb.examples import pooled_cluster, slot_jobspec
 from tests.conformance.replay import fixtures_dir
 from tests.support.shared_data import require
+from tests.unit.fluxion_nb.test_reservation_timing import per_core_graph
 
 _BAR = "INFO: ============================="
 
@@ -384,28 +385,6 @@ def test_update_under_a_node_exclusive_policy_takes_the_node_whole(tmp_path: Pat
     assert "No matching resources found" not in out
 
 
-def _socketed(sockets: int = 2, cores: int = 4) -> dict:
-    """cluster0 / node0 / socket0..n / core0..m, as JGF."""
-    nodes: list[dict] = []
-    edges: list[dict] = []
-
-    def vertex(type_: str, idx: int, path: str, parent: str | None) -> str:
-        key = str(len(nodes))
-        meta = {"type": type_, "name": f"{type_}{idx}", "id": idx, "size": 1}
-        nodes.append({"id": key, "metadata": {**meta, "paths": {"containment": path}}})
-        if parent is not None:
-            edges.append({"source": parent, "target": key})
-        return key
-
-    root = vertex("cluster", 0, "/cluster0", None)
-    node = vertex("node", 0, "/cluster0/node0", root)
-    for s in range(sockets):
-        sock = vertex("socket", s, f"/cluster0/node0/socket{s}", node)
-        for c in range(cores):
-            vertex("core", s * cores + c, f"/cluster0/node0/socket{s}/core{s * cores + c}", sock)
-    return {"graph": {"nodes": nodes, "edges": edges}}
-
-
 def test_a_slot_under_a_node_whose_cores_sit_in_sockets_matches_nothing(tmp_path: Path) -> None:
     """As in resource-query: node -> slot -> core(2) with sockets between node and cores
     finds the slot in a socket, but the selection marks only the socket's core edges, so
@@ -433,7 +412,7 @@ def test_a_slot_under_a_node_whose_cores_sit_in_sockets_matches_nothing(tmp_path
                 }
             )
         )
-        outs[name], _ = _rq(tmp_path, _socketed(), f"match allocate {js}\nquit\n")
+        outs[name], _ = _rq(tmp_path, per_core_graph(1, 8, 2), f"match allocate {js}\nquit\n")
     assert "INFO: No matching resources found" in outs["node-slot"]
     assert "Unsatisfiable" not in outs["node-slot"]
     for name in ("node-socket-slot", "slot"):

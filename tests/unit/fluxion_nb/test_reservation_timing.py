@@ -48,6 +48,15 @@ def per_core_graph(nodes: int, cores: int, sockets: int) -> dict[str, Any]:
     return {"graph": {"nodes": verts, "edges": edges}}
 
 
+def slot_units(nodes: int, cores: int, sockets: int) -> tuple[list[str], dict[str, str], int]:
+    """Where a slot's cores must sit (a socket, else a node), each one's node, cores in each."""
+    if sockets:
+        units = [f"/c0/node{n}/socket{s}" for n in range(nodes) for s in range(sockets)]
+    else:
+        units = [f"/c0/node{n}" for n in range(nodes)]
+    return units, {u: u.split("/")[2] for u in units}, cores // sockets if sockets else cores
+
+
 @dataclass(frozen=True)
 class Request:
     slots: int
@@ -143,12 +152,7 @@ def test_a_reservation_starts_when_its_cores_first_free(
 ) -> None:
     nodes, cores, sockets, policy, requests = case
     g = Graph(per_core_graph(nodes, cores, sockets), policy=policy)
-    if sockets:
-        units = [f"/c0/node{n}/socket{s}" for n in range(nodes) for s in range(sockets)]
-    else:
-        units = [f"/c0/node{n}" for n in range(nodes)]
-    by_node = {u: u.split("/")[2] for u in units}
-    per_unit = cores // sockets if sockets else cores
+    units, by_node, per_unit = slot_units(nodes, cores, sockets)
     held: list[Held] = []
     for req in requests:
         expected = earliest_start(held, req, units, per_unit, by_node)
@@ -213,12 +217,7 @@ def test_long_command_files_keep_the_model(
     cores of the running jobs (sched-now) and of the later ones (sched-future)."""
     nodes, cores, sockets, policy, steps = case
     g = Graph(per_core_graph(nodes, cores, sockets), policy=policy, match_format="jgf")
-    if sockets:
-        units = [f"/c0/node{n}/socket{s}" for n in range(nodes) for s in range(sockets)]
-    else:
-        units = [f"/c0/node{n}" for n in range(nodes)]
-    by_node = {u: u.split("/")[2] for u in units}
-    per_unit = cores // sockets if sockets else cores
+    units, by_node, per_unit = slot_units(nodes, cores, sockets)
     # jobid -> (held, its R while it holds all of it, duration, replayed)
     jobs: dict[int, tuple[Held, str, int, bool]] = {}
     down: set[str] = set()
