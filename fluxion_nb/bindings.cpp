@@ -22,7 +22,9 @@ NB_MODULE(_core, m) {
     // the interpreter exits are not leaks worth a warning on every shutdown.
     nb::set_leak_warnings(false);
 
-    nb::exception<InputError>(m, "InputError", PyExc_ValueError);
+    auto input_error = nb::exception<InputError>(m, "InputError", PyExc_ValueError);
+    // Registered after its base, so that it is the one raised.
+    nb::exception<UnknownTypeError>(m, "UnknownTypeError", input_error);
     nb::exception<NotFoundError>(m, "NotFoundError", PyExc_LookupError);
     nb::exception<StateError>(m, "StateError", PyExc_RuntimeError);
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO, get_args
 
 from fluxion_nb import _core
-from fluxion_nb.errors import InputError, NotFoundError, StateError
+from fluxion_nb.errors import InputError, NotFoundError, StateError, UnknownTypeError
 from fluxion_nb.graph import MatchOp
 from fluxion_nb.jobspec import to_json
 
@@ -82,6 +82,9 @@ class Session:
             return True
         try:
             r = self.m.match(to_json(text), op, None, "")
+        except UnknownTypeError:
+            self._matches_nothing(op, jobid)
+            return False
         except InputError as exc:
             print(f"match_allocate: ERROR: Jobspec error for {jobid}: {exc}", file=sys.stderr)
             self._failed(jobid, sat=True)
@@ -111,6 +114,19 @@ class Session:
         if r.status in ("allocated", "reserved"):
             self.jobspec_files[r.jobid] = path
         return True
+
+    def _matches_nothing(self, op: str, jobid: int) -> None:
+        """A jobspec naming a type the graph lacks, as resource-query answers it: its
+        reader takes the type, the walk finds no vertex of it (busy now; unsatisfiable
+        where the operation asks about any time), and a failed allocation still takes
+        a job id."""
+        unsatisfiable = op not in ("allocate", "without_allocating")
+        if op == "satisfiability":
+            self.out.write(f"{_BAR}\nINFO: Unsatisfiable request\n{_BAR}\n")
+            return
+        self._failed(jobid, sat=not unsatisfiable)
+        if op in ("allocate", "allocate_with_satisfiability", "allocate_orelse_reserve"):
+            self.m.set_next_jobid(jobid + 1)
 
     def _failed(self, jobid: int, sat: bool) -> None:
         self.out.write(f"{_BAR}\nINFO: No matching resources found\n")

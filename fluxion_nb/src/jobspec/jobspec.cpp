@@ -141,7 +141,8 @@ Resource read_resource(const json::Value &v, const TypeTable &types, const std::
     }
     r.type = types.find(type->as_string());
     if (r.type < 0)
-        bad(w, "resource type '" + type->as_string() + "' is not a type of this resource graph");
+        throw UnknownTypeError("jobspec: " + w + ": resource type '" + type->as_string() +
+                               "' is not a type of this resource graph");
     if (r.type == types.xor_slot && kind != TraverserKind::Flexible)
         bad(w, "xor_slot (one of several alternative slots) needs the flexible traverser");
     r.count = read_count(*count, w + ".count");

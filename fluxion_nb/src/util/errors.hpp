@@ -11,6 +11,13 @@ struct InputError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A jobspec names a resource type the graph has no vertex of. Fluxion reads
+// such a jobspec and then matches nothing; here it is refused, and the type
+// says why, so a caller speaking resource-query can report what it would.
+struct UnknownTypeError : InputError {
+    using InputError::InputError;
+};
+
 // The request names a job id, path or vertex that does not exist.
 struct NotFoundError : std::runtime_error {
     using std::runtime_error::runtime_error;

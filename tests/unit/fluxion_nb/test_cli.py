@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fluxion_nb import Graph, cli
+from fluxion_nb.errors import InputError, UnknownTypeError
 from fluxion_nb.examples import pooled_cluster, slot_jobspec
 from tests.conformance.replay import fixtures_dir
 from tests.support.shared_data import require
@@ -418,3 +419,33 @@ def test_a_slot_under_a_node_whose_cores_sit_in_sockets_matches_nothing(tmp_path
     for name in ("node-socket-slot", "slot"):
         assert "INFO: RESOURCES=ALLOCATED" in outs[name], name
         assert outs[name].count("[1:x]") == 2, name
+
+
+def test_a_type_the_graph_lacks_matches_nothing_as_resource_query_answers(tmp_path: Path) -> None:
+    """Fluxion's reader takes any type; the walk then finds none of it: busy for an
+    allocation now, unsatisfiable where the operation asks about any time, and a failed
+    allocation still takes its job id. The library refuses such a jobspec with a typed
+    error (an InputError) instead."""
+    js = tmp_path / "switch.json"
+    doc = json.loads(json.dumps(_CORE_ON_A_NODE))
+    doc["resources"] = [{"type": "switch", "count": 1, "with": doc["resources"]}]
+    js.write_text(json.dumps(doc))
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps(_CORE_ON_A_NODE))
+    ops = ["allocate", "allocate_with_satisfiability", "satisfiability"]
+    ops += ["allocate_orelse_reserve", "without_allocating", "without_allocating_future"]
+    cmds = "".join(f"match {op} {js}\n" for op in ops) + f"match allocate {ok}\nquit\n"
+    out, _ = _rq(tmp_path, ranked_cluster(), cmds)
+    blocks = [b for b in out.split(f"{_BAR}\n") if b and not b.startswith("      -")]
+    assert blocks[:6] == [
+        "INFO: No matching resources found\nINFO: JOBID=1\n",
+        "INFO: No matching resources found\nINFO: Unsatisfiable request\nINFO: JOBID=2\n",
+        "INFO: Unsatisfiable request\n",
+        "INFO: No matching resources found\nINFO: Unsatisfiable request\nINFO: JOBID=3\n",
+        "INFO: No matching resources found\nINFO: JOBID=4\n",
+        "INFO: No matching resources found\nINFO: Unsatisfiable request\nINFO: JOBID=4\n",
+    ]
+    assert "INFO: JOBID=4\nINFO: RESOURCES=ALLOCATED" in out
+    with pytest.raises(UnknownTypeError, match="'switch' is not a type") as caught:
+        Graph(ranked_cluster()).match(doc)
+    assert isinstance(caught.value, InputError)
