@@ -442,12 +442,15 @@ class Ledger:
 
     def annotations(self, h: Holding) -> dict[str, str]:
         """What the Binding of ``h``'s pod writes: backend, attributes, the sealed record."""
-        with self.lock:
-            pending = [
-                PendingMember(o.pod, o.uid, o.node, dict(o.amounts))
-                for o in self._holdings.of_group(h.group)
-                if o.pod != h.pod and o.state == TENTATIVE and o.group
-            ]
+        # Pods of no group (other schedulers' pods) have no members to name.
+        pending = []
+        if h.group:
+            with self.lock:
+                pending = [
+                    PendingMember(o.pod, o.uid, o.node, dict(o.amounts))
+                    for o in self._holdings.of_group(h.group)
+                    if o.pod != h.pod and o.state == TENTATIVE
+                ]
         return h.annotations(self.seal, pending)
 
     def get(self, pod: str) -> Holding | None:
