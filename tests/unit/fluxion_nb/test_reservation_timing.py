@@ -224,15 +224,23 @@ def test_long_command_files_keep_the_model(
     # jobid -> (held, its R while it holds all of it, duration, replayed)
     jobs: dict[int, tuple[Held, str, int, bool]] = {}
     down: set[str] = set()
+
+    def recording(allocation: bool) -> frozenset[str]:
+        """Cores whose vertices record an allocation (running jobs and replays) or else a
+        reservation (later matches)."""
+        return frozenset(
+            c
+            for h, _, _, replayed in jobs.values()
+            if (h.start == 0 or replayed) == allocation
+            for c in h.cores
+        )
+
     for kind, arg in steps:
         if kind == "match":
             up_units = [u for u in units if by_node[u] not in down]
             held = [h for h, *_ in jobs.values()]
-            records = frozenset(
-                c for h, _, _, again in jobs.values() if h.start == 0 or again for c in h.cores
-            )
             expected = (
-                earliest_start(held, arg, up_units, per_unit, by_node, records)
+                earliest_start(held, arg, up_units, per_unit, by_node, recording(True))
                 if up_units
                 else None
             )
@@ -273,15 +281,8 @@ def test_long_command_files_keep_the_model(
         elif kind in ("down", "up"):
             g.set_status(f"/c0/node{arg}", kind == "up")
             (down.discard if kind == "up" else down.add)(f"node{arg}")
-        # Running jobs and replays record allocations; later matches record reservations.
-        allocated = {
-            c for h, _, _, again in jobs.values() for c in h.cores if h.start == 0 or again
-        }
-        reserved = {
-            c for h, _, _, again in jobs.values() for c in h.cores if h.start > 0 and not again
-        }
-        assert _core_paths(g.find("sched-now=allocated")) == allocated
-        assert _core_paths(g.find("sched-future=reserved")) == reserved
+        assert _core_paths(g.find("sched-now=allocated")) == recording(True)
+        assert _core_paths(g.find("sched-future=reserved")) == recording(False)
     for jobid in list(jobs):
         g.cancel(jobid)
     assert not _core_paths(g.find("sched-now=allocated"))
