@@ -51,6 +51,8 @@ class Waiting:
     reservation: Reservation | None = None
     note: str = ""
     """Why the group has no reservation, when it has none."""
+    requeued: float = 0.0
+    """When kube-scheduler was last asked to try its pods again (0: never)."""
 
     @property
     def key(self) -> tuple[int, int]:

@@ -573,6 +573,31 @@ class Ledger:
             self._reserve_ahead(None)
             return self.waiting()
 
+    def fitting_unasked(self, quiet: float, repeat: float) -> list[tuple[str, list[str]]]:
+        """Reserved groups that fit now but none of whose pods asked for ``quiet`` seconds.
+
+        Their pods are likely parked in kube-scheduler's unschedulable queue, which
+        an event about the room that came free would have emptied; but kube-scheduler
+        may see such an event (a deletion) before this ledger does, ask, be refused
+        and then wait minutes. Reservations are made again first, so a group that
+        fits now holds one that starts now. A group is returned once after each
+        ask, and again every ``repeat`` seconds while it still waits. Returns
+        (group, its pods).
+        """
+        with self.lock, self.graph.lock:
+            self._reserve_ahead(None)
+            now, clock = self.graph.now(), self.clock()
+            due = []
+            for w in self.queue.ordered()[: self.reserve_depth]:
+                r = w.reservation
+                if r is None or r.start > now or clock - w.seen < quiet:
+                    continue
+                if w.requeued > w.seen and clock - w.requeued < repeat:
+                    continue
+                w.requeued = clock
+                due.append((w.group, sorted(w.pods)))
+            return due
+
     def _reserve_ahead(self, waiting: Waiting | None) -> None:
         """Make sure the groups ahead of ``waiting`` hold their reservations, in order.
 

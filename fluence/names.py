@@ -26,6 +26,10 @@ ANNOTATION_ALLOCATION = f"{DOMAIN}/allocation"
 ANNOTATION_ALLOCATION_SEAL = f"{DOMAIN}/allocation-seal"
 """HMAC of the record under the scheduler's key: only sealed records are replayed."""
 
+# A pod status condition of ours (the pods/status subresource).
+CONDITION_ROOM_FREE = f"{DOMAIN}/RoomFree"
+"""On a waiting pod whose group fits now: writing it makes kube-scheduler try the pod again."""
+
 # Pod annotations and labels set by users.
 ANNOTATION_REQUIRE_PREFIX = f"{DOMAIN}/require-"
 """`require-<attr>: <value>` adds the constraint fluxion.flux-framework.org/<attr>=<value>."""

@@ -22,6 +22,7 @@ from scheduler_extender.access import KubeAccessReviewer
 from scheduler_extender.app import create_app
 from scheduler_extender.binder import ApiBinder
 from scheduler_extender.eviction import ApiEvictor
+from scheduler_extender.requeue import Requeuer, api_condition_writer
 from scheduler_extender.runtime import ConfigReloader, Runtime, freeze_startup_heap, thaw_heap
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.settings import ExtenderSettings
@@ -122,6 +123,18 @@ def main(argv: list[str] | None = None) -> None:
                 except Exception:
                     log.exception("housekeeping step failed", extra={"step": step.__qualname__})
 
+    requeuer = Requeuer(ledger, api_condition_writer(api))
+
+    async def requeue() -> None:
+        while settings.requeue_interval > 0:
+            await asyncio.sleep(settings.requeue_interval)
+            if not runtime.ready.is_set():
+                continue
+            try:
+                await asyncio.to_thread(requeuer.check)
+            except Exception:
+                log.exception("looking for groups that fit now failed")
+
     async def binder_connections() -> None:
         """Closes the Binding connections when the server stops."""
         try:
@@ -146,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
                 app,
                 settings.bind,
                 tls_files=tls,
-                background=[housekeeping, binder_connections],
+                background=[housekeeping, requeue, binder_connections],
                 http2=settings.http2,
             ),
             settings.event_loop,

@@ -90,6 +90,13 @@ class ExtenderSettings(ServerSettings):
         gt=0,
         description="Largest request body accepted, in bytes (larger: HTTP 413).",
     )
+    requeue_interval: float = Field(
+        default=1.0,
+        ge=0,
+        description="Seconds between looks for waiting groups that fit now but whose pods have "
+        "not asked since; their pods get the fluence.flux-framework.org/RoomFree condition, "
+        "which makes kube-scheduler try them again (0: never).",
+    )
     expire_interval: float = Field(
         default=5.0, gt=0, description="Seconds between sweeps that release expired allocations."
     )

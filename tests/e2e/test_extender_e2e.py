@@ -37,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fluence import names
 from fluence.pods import cpu_millicores
+from scheduler_extender.requeue import api_condition_writer
 from testbed import ControlPlane, SchedulerHandle
 from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE
 from testbed.processes import free_port
@@ -391,6 +392,64 @@ def test_gang_that_does_not_fit_waits_with_a_reason_and_runs_when_capacity_frees
     suite.stack.cp.kwok.succeed(suite.ns, "blocker")
     bound = suite.wait_bound("big-0", "big-1", timeout=90)
     assert sorted(bound.values()) == sorted(suite.nodes)
+
+
+def test_the_room_free_condition_makes_kube_scheduler_try_a_parked_pod_again(
+    suite: Suite,
+) -> None:
+    """What the extender's requeuer relies on, shown with the real kube-scheduler.
+
+    A pod the extender refused sits in kube-scheduler's unschedulable queue; the
+    condition the requeuer writes on its status is a pod update, after which
+    kube-scheduler asks the extender about it again at once. Merged by type, it
+    leaves kube-scheduler's own PodScheduled condition in place.
+    """
+    suite.add_nodes(2, cpu="4")
+    suite.pod("blocker", cpu="3")
+    suite.wait_bound("blocker")
+    # Each pod fits the free node (kube-scheduler's own filters pass it); the gang does not.
+    labels, annotations = {names.LABEL_GROUP: "pair"}, {names.ANNOTATION_GROUP_SIZE: "2"}
+    for name in ("parked", "partner"):
+        suite.pod(name, cpu="3", labels=labels, annotations=annotations)
+    wait_for(
+        lambda: "does not fit now" in suite.unschedulable_message("parked"),
+        60,
+        "the extender to refuse the pod",
+        lambda: suite.describe("parked"),
+    )
+    key = f'pod="{suite.ns}/parked"'
+
+    def attempts() -> int:
+        lines = suite.stack.scheduler.process.log_tail(20000).splitlines()
+        return sum(1 for line in lines if "Attempting to schedule pod" in line and key in line)
+
+    def parked() -> bool:
+        before = attempts()
+        time.sleep(3)
+        return attempts() == before
+
+    wait_for(parked, 60, "kube-scheduler to stop trying the pod", lambda: suite.describe("parked"))
+    before = attempts()
+    api_condition_writer(suite.core.api_client)(
+        f"{suite.ns}/parked",
+        {
+            "type": names.CONDITION_ROOM_FREE,
+            "status": "True",
+            "reason": "GroupFitsNow",
+            "message": "test",
+            "lastProbeTime": datetime.now().astimezone().isoformat(timespec="seconds"),
+        },
+    )
+    wait_for(
+        lambda: attempts() > before,
+        15,
+        "kube-scheduler to try the pod again",
+        lambda: suite.describe("parked"),
+    )
+    conditions = {c["type"]: c for c in suite.get("parked")["status"]["conditions"]}
+    assert conditions[names.CONDITION_ROOM_FREE]["reason"] == "GroupFitsNow"
+    assert conditions["PodScheduled"]["status"] == "False"
+    assert suite.node_of("parked") == ""
 
 
 def test_quantum_pod_gets_a_backend_annotation(suite: Suite) -> None:

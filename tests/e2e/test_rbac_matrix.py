@@ -43,6 +43,7 @@ EXTENDER = rights(
     ("nodes", "get list watch"),  # fluence.reflectors
     ("pods/binding", "create"),  # scheduler_extender.binder
     ("pods/eviction", "create"),  # scheduler_extender.eviction
+    ("pods/status", "patch"),  # scheduler_extender.requeue
     ("events", "create"),  # fluence.events
     ("tokenreviews.authentication.k8s.io", "create"),  # scheduler_extender.access
     ("subjectaccessreviews.authorization.k8s.io", "create"),  # scheduler_extender.access
