@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 from deviceplugin.metrics import PluginMetrics
 from fluence import ledger, names, reflectors, resources, telemetry
 from fluence.events import EventRecorder
+from scheduler_extender import requeue
 from scheduler_extender.access import Caller
 from scheduler_extender.app import create_app as extender_app
 from tests.unit.fluence.test_pods import make_node, make_pod
@@ -57,6 +58,7 @@ def scrape() -> dict[str, list[str]]:
     failing.stop()
     reflectors._undecodable.add(1, {"reflector": "pods"})  # what a skipped object records
     ledger._preemptions.add(1)  # what evicting a group for a higher-priority one records
+    requeue._requeued.add(1)  # what marking a waiting pod that fits now records
     env.ledger.gang_timeout = 0.0
     env.ledger.expire()  # the probe pod's unbound holding times out
     rebuilding = TestClient(extender_app(env.scheduler, ready=lambda: False, metrics=False))
