@@ -1,4 +1,4 @@
-"""The pressure stream through a real kube-scheduler on KWOK nodes, under three rules.
+"""The pressure stream through a real kube-scheduler on KWOK nodes, under four rules.
 
 ``bench/pressure.py`` decides every fit with fluence's ledger in simulated time; this
 runs the same seeded stream (``pressure.workload``) on a local control plane
@@ -11,7 +11,10 @@ gets a control plane of its own with the same nodes:
 - ``native``: kube-scheduler's own gang scheduling (a ``scheduling.k8s.io`` PodGroup
   with ``minCount`` = the group's size, the pods naming it in ``spec.schedulingGroup``);
 - ``fluence``: the same PodGroups and pods for a kube-scheduler whose profile calls
-  ``fluence-extender``.
+  ``fluence-extender``;
+- ``null``: ``native`` calling an extender that decides nothing (``bench/null_extender.py``):
+  what any extender's round trips cost on this stream, the baseline ``fluence`` is read
+  against (``makespan_ratios`` in the JSON, from the same run).
 
 A group starts when all its pods run (an MPI job needs every rank); the driver then
 has KWOK end each of its pods after the group's runtime. A pod removed before its
@@ -52,7 +55,7 @@ from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE  # noqa: E4
 from testbed.rest import KubeApiError  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-RULES = ("default", "native", "fluence")
+RULES = ("default", "native", "fluence", "null")
 NS = "pressure"
 HIGH = "pressure-high"
 POLL_S = 0.25
@@ -293,7 +296,7 @@ def main() -> None:
         default=[2],
         help="kube-scheduler podMaxBackoffSeconds; several: each rule once per value",
     )
-    p.add_argument("--rules", nargs="+", default=list(RULES), choices=RULES)
+    p.add_argument("--rules", nargs="+", default=list(RULES[:3]), choices=RULES)
     args = p.parse_args()
     OUT.mkdir(exist_ok=True)
     results = []
@@ -318,6 +321,19 @@ def main() -> None:
             row["makespan_vs_bound"] = (
                 round(row["makespan"] / bound, 2) if row["makespan"] else None
             )
+        ratios = {}
+        for backoff in args.max_backoff:
+            by_rule = {r["rule"]: r for r in rows if r["max_backoff_s"] == backoff}
+            for a, b in (("fluence", "native"), ("fluence", "null"), ("null", "native")):
+                if (
+                    a in by_rule
+                    and b in by_rule
+                    and by_rule[a]["makespan"]
+                    and by_rule[b]["makespan"]
+                ):
+                    ratios[f"{a}_vs_{b}@{backoff}s"] = round(
+                        by_rule[a]["makespan"] / by_rule[b]["makespan"], 3
+                    )
         results.append(
             {
                 "nodes": nodes,
@@ -326,6 +342,7 @@ def main() -> None:
                 "last_arrival": round(last, 1),
                 "limit": round(limit, 1),
                 "rules": [{k: v for k, v in r.items() if k != "busy"} for r in rows],
+                "makespan_ratios": ratios,
                 "plot": str(figure),
             }
         )
