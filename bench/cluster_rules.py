@@ -58,9 +58,13 @@ def podgroup(
     """A gang PodGroup in the served version; ``topology``: one domain of that label.
 
     ``priority_class`` must be its pods' own: kube-scheduler places a group only when
-    every pod has the group's priority.
+    every pod has the group's priority. The benches' gangs are all or nothing in
+    preemption too (an MPI job loses every rank with one), which v1beta1 must be told:
+    its default is ``single``.
     """
     spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if selected_release().podgroup_version == "v1beta1":
+        spec["disruptionMode"] = {"all": {}}
     if priority_class:
         spec["priorityClassName"] = priority_class
     if topology:

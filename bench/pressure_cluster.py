@@ -199,9 +199,14 @@ def run_rule(
     log_dir: Path,
     max_backoff_s: int = 2,
 ) -> dict[str, Any]:
+    """``rule``, or ``fluence:NAME=VALUE,...``: fluence with those extender settings."""
     runs = [Run(r.name, r.size, r.runtime, r.arrival, r.priority) for r in stream]
     node_set = NodeSet("p-", nodes, {"cpu": str(CPU), "memory": "16Gi", "pods": "110"})
-    with rule_cluster(rule, [node_set], NS, log_dir, max_backoff_s=max_backoff_s) as cluster:
+    base, _, settings = rule.partition(":")
+    env = dict(kv.split("=", 1) for kv in settings.split(",")) if settings else None
+    with rule_cluster(
+        base, [node_set], NS, log_dir, max_backoff_s=max_backoff_s, extender_env=env
+    ) as cluster:
         cluster.cp.rest.create(
             "/apis/scheduling.k8s.io/v1/priorityclasses",
             {
@@ -296,8 +301,18 @@ def main() -> None:
         default=[2],
         help="kube-scheduler podMaxBackoffSeconds; several: each rule once per value",
     )
-    p.add_argument("--rules", nargs="+", default=list(RULES[:3]), choices=RULES)
+    p.add_argument(
+        "--rules",
+        nargs="+",
+        default=list(RULES[:3]),
+        help=f"of {', '.join(RULES)}; fluence:NAME=VALUE,... runs fluence with those "
+        "extender settings beside the others (e.g. fluence:FLUENCE_REQUEUE_INTERVAL=0)",
+    )
     args = p.parse_args()
+    for rule in args.rules:
+        base, _, settings = rule.partition(":")
+        if base not in RULES or settings and (base != "fluence" or "=" not in settings):
+            p.error(f"--rules: {rule!r} is not one of {RULES} or fluence:NAME=VALUE,...")
     OUT.mkdir(exist_ok=True)
     results = []
     for nodes in args.nodes:
@@ -324,7 +339,9 @@ def main() -> None:
         ratios = {}
         for backoff in args.max_backoff:
             by_rule = {r["rule"]: r for r in rows if r["max_backoff_s"] == backoff}
-            for a, b in (("fluence", "native"), ("fluence", "null"), ("null", "native")):
+            variants = [r for r in by_rule if r.startswith("fluence:")]
+            pairs = [("fluence", "native"), ("fluence", "null"), ("null", "native")]
+            for a, b in pairs + [("fluence", v) for v in variants]:
                 if (
                     a in by_rule
                     and b in by_rule
