@@ -680,6 +680,28 @@ class ClusterGraph:
             log.debug("jobs held past their planned end", extra={"jobs": len(due)})
             return len(due)
 
+    def end_soon(self, jobids: Iterable[int]) -> int:
+        """Plan ``jobids`` to end :data:`FIRST_EXTENSION` seconds from now; returns how many.
+
+        Their pods are being evicted: the room they hold is what a preempting group
+        waits for, and it should be planned (and reserved) as coming free now, not at
+        the jobs' estimated ends, or groups behind could be placed into it while the
+        pods go. A pod slower to go is held on as any overrun is (:meth:`hold_on`).
+        """
+        with self.lock:
+            now = self.now()
+            moved = 0
+            for jobid in jobids:
+                held = self._jobs.get(jobid)
+                if held is None or held.end <= now + FIRST_EXTENSION:
+                    continue
+                soon = replace(held, end=now + FIRST_EXTENSION, extensions=0)
+                self._g.cancel(jobid, missing_ok=True)
+                self._replay(jobid, soon, now, soon.end)
+                self._track(jobid, soon)
+                moved += 1
+            return moved
+
     @contextlib.contextmanager
     def without(self, jobids: Iterable[int]) -> Iterator[None]:
         """For the duration of the block, the graph as if ``jobids`` were released.

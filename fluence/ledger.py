@@ -909,10 +909,12 @@ class Ledger:
 
         Their unbound members let go at once; the bound ones keep their capacity
         until their pods are gone (the watch releases them), so nothing is placed
-        twice meanwhile.
+        twice meanwhile. That capacity is planned to free now, so the preempting
+        group's reservation stands on it and no group behind is placed into it
+        while the pods go (which would only be preempted in turn).
         """
         out: dict[str, list[Holding]] = {}
-        with self.lock:
+        with self.lock, self.graph.lock:
             for u in units:
                 _preemptions.add(1)
                 self._preempting[u] = by
@@ -923,6 +925,11 @@ class Ledger:
                 out[u] = [h for h in hs if h.state == COMMITTED or h.seen_bound]
                 if not out[u]:
                     self._preempting.pop(u, None)
+            going = {h.jobid for hs in out.values() for h in hs if h.jobid}
+            going |= {d.jobid for hs in out.values() for h in hs if not h.singly for d in h.devices}
+            going.discard(0)
+            if going and self.graph.end_soon(going):
+                self._replan = True
             return out
 
     def start_preemption(self, group: str) -> tuple[list[str], dict[str, list[Holding]]]:

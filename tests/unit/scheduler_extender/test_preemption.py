@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fluence.cluster_graph import ClusterGraph
@@ -25,9 +25,11 @@ class RecordingEvictor:
 
 
 class World:
-    def __init__(self, nodes: int = 4) -> None:
-        self.graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4") for i in range(nodes)])
-        self.ledger = Ledger(self.graph)
+    def __init__(self, nodes: int = 4, clock: Callable[[], float] = time.monotonic) -> None:
+        self.graph = ClusterGraph(
+            EXAMPLES, [make_node(f"n{i}", cpu="4") for i in range(nodes)], clock=clock
+        )
+        self.ledger = Ledger(self.graph, clock=clock)
         self.cluster = FakeCluster()
         self.evictor = RecordingEvictor()
         self.scheduler = Scheduler(
@@ -236,4 +238,45 @@ def test_no_victims_when_room_came_free_after_the_match_failed() -> None:
     for p in low_b:
         w.ledger.release(p.key, "pod deleted")
     assert w.ledger.victims_for("default/high") == []
+    assert w.place(high).nodes
+
+
+def test_room_freed_by_victims_is_kept_for_the_preempting_group() -> None:
+    """While a preempted gang's pods go one by one, a lower-priority group that would fit
+    in the room they leave is not placed there (it would only be preempted in turn):
+    the room is planned to free now and the preemptor's reservation stands on it."""
+    w = World(4)
+    victim = w.gang("victim", 4, "4", priority=10)
+    w.run(victim)
+    high = w.gang("high", 4, "4", priority=1000)
+    assert not w.place(high).nodes
+    assert w.ledger.preempting() == {"default/victim": "default/high"}
+    for p in victim[:2]:
+        w.ledger.release(p.key, "pod deleted")
+    # Short enough to end long before the victims' estimated end (an hour).
+    small = w.gang("small", 1, "4", priority=10, activeDeadlineSeconds=60)
+    out = w.place(small)
+    assert not out.nodes, "a lower-priority group took the room the preemptor waits for"
+    assert w.ledger.get(small[0].key) is None
+    for p in victim[2:]:
+        w.ledger.release(p.key, "pod deleted")
+    assert w.ledger.preempting() == {}
+    assert w.place(high).nodes
+    assert len(w.evictor.calls) == 1
+
+
+def test_a_victim_slower_to_go_keeps_its_room_for_the_preemptor() -> None:
+    """The victims' room is planned to free a second after the eviction; a pod still
+    there then is held on as any overrun is, and the preemptor's claim moves with it."""
+    now = [0.0]
+    w = World(2, clock=lambda: now[0])
+    victim = w.gang("victim", 2, "4", priority=10)
+    w.run(victim)
+    high = w.gang("high", 2, "4", priority=1000)
+    assert not w.place(high).nodes
+    w.ledger.release(victim[0].key, "pod deleted")
+    now[0] = 5.0  # the other victim pod overran its planned end
+    small = w.gang("small", 1, "4", priority=10, activeDeadlineSeconds=60)
+    assert not w.place(small).nodes
+    w.ledger.release(victim[1].key, "pod deleted")
     assert w.place(high).nodes
