@@ -71,6 +71,11 @@ COMMITTED = "committed"
 FOREIGN = "foreign"
 DEFAULT_UNBOUND_TIMEOUT = 300.0
 DEFAULT_GANG_TIMEOUT = 600.0
+PARKED_SECONDS = 330.0
+"""The least time a waiting group stays queued with no pod asking: kube-scheduler keeps a
+pod it could not place in its unschedulable queue for up to five minutes when no cluster
+event moves it (plus half a minute of back-off). A group silent that long is gone; one
+silent for less may be parked, and keeps its place and its reservation."""
 DEFAULT_RUNTIME = 3600
 """Seconds a pod without a deadline or runtime annotation is expected to run."""
 DEFAULT_RESERVE_DEPTH = 32
@@ -1458,7 +1463,9 @@ class Ledger:
         goes. So does every tentative holding of a group whose members are not
         all bound ``gang_timeout`` seconds after its match: filter retries renew
         each member's holding, so a gang with one member that can never bind
-        would otherwise keep the others' capacity for ever.
+        would otherwise keep the others' capacity for ever. A waiting group leaves
+        the queue when none of its pods asked for ``gang_timeout`` seconds, and
+        never sooner than :data:`PARKED_SECONDS`.
         """
         now = self.clock()
         with self.lock:
@@ -1469,8 +1476,9 @@ class Ledger:
             ]
             for k in old:
                 self.release(k, f"not bound within {self.unbound_timeout:.0f}s")
-            for w in self.queue.stale(now, self.gang_timeout):
-                self._left(w, f"none of its pods asked to be placed for {self.gang_timeout:.0f}s")
+            silent = max(self.gang_timeout, PARKED_SECONDS)
+            for w in self.queue.stale(now, silent):
+                self._left(w, f"none of its pods asked to be placed for {silent:.0f}s")
             stuck = {
                 h.group
                 for h in self._holdings.values()

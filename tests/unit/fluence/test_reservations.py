@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 
 from fluence import names, resources
 from fluence.cluster_graph import EXTENSION, ClusterGraph
-from fluence.ledger import Ledger
+from fluence.ledger import PARKED_SECONDS, Ledger
 from fluence.pods import Pod, decode_pod
 from tests.unit.fluence.test_pods import make_node, make_pod
 
@@ -235,6 +235,21 @@ def test_groups_nobody_asks_for_leave_the_queue_after_the_gang_timeout() -> None
     place(ledger, "waits", [pod("waits", 10)])
     assert "default/waits" in ledger.queue
     clock.t += ledger.gang_timeout
+    ledger.expire()
+    assert "default/waits" not in ledger.queue
+
+
+def test_a_group_parked_by_kube_scheduler_keeps_its_place_under_a_short_gang_timeout() -> None:
+    """kube-scheduler may keep a pod it could not place for five minutes without asking:
+    a short gang timeout does not make its group leave the queue sooner than that."""
+    ledger, clock = cluster(1)
+    ledger.gang_timeout = 10
+    place(ledger, "a", [pod("a", 1000)])
+    place(ledger, "waits", [pod("waits", 10)])
+    clock.t += 60
+    ledger.expire()
+    assert "default/waits" in ledger.queue
+    clock.t += PARKED_SECONDS - 60
     ledger.expire()
     assert "default/waits" not in ledger.queue
 
