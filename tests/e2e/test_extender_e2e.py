@@ -1173,3 +1173,50 @@ def test_a_podgroup_that_may_lose_single_pods_loses_one_not_the_gang(suite: Suit
             assert alive() == {"urgent"}
     finally:
         scheduling.delete_priority_class(high_class)
+
+
+def test_a_gang_whose_member_cannot_be_placed_lets_its_hold_go_after_the_gang_timeout(
+    suite: Suite,
+) -> None:
+    """A label gang of two is held whole; one member binds, the other never reaches the
+    extender (kube-scheduler itself refuses it: its volume claim does not exist). Once the
+    gang timeout passes, what the member held is released (a ``GangTimeout`` event says
+    why) and other pods may use it; the member that runs keeps its place."""
+    ext = suite.stack.extender
+    ext.env["FLUENCE_GANG_TIMEOUT"] = "8"
+    ext.kill(signal.SIGTERM)
+    ext.start()
+    try:
+        suite.add_nodes(1, cpu="4")
+        lab = {names.LABEL_GROUP: "halfway"}
+        ann = {names.ANNOTATION_GROUP_SIZE: "2"}
+        suite.pod("halfway-0", cpu="2", labels=lab, annotations=ann)
+        missing_claim = {
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]
+        }
+        suite.pod("halfway-1", cpu="2", labels=lab, annotations=ann, spec=missing_claim)
+        suite.wait_bound("halfway-0")
+        held = suite.state_pods()
+        assert held[f"{suite.ns}/halfway-1"]["state"] == "tentative", held
+        node = suite.nodes[0]
+        assert suite.state_nodes()[node]["core"]["free"] == 0
+        # Nothing else fits while the member's share is held.
+        suite.pod("other", cpu="2")
+        time.sleep(2)
+        assert suite.node_of("other") == ""
+
+        def timed_out() -> bool:
+            events = suite.core.list_namespaced_event(suite.ns).items
+            return any(
+                e.reason == "GangTimeout" and e.involved_object.name == "halfway-1" for e in events
+            )
+
+        wait_for(timed_out, 60, "a GangTimeout event on the member", ext.log_tail)
+        assert f"{suite.ns}/halfway-1" not in suite.state_pods()
+        assert suite.state_pods()[f"{suite.ns}/halfway-0"]["state"] == "committed"
+        assert suite.wait_bound("other", timeout=60) == {"other": node}
+        assert suite.node_of("halfway-1") == ""
+    finally:
+        del ext.env["FLUENCE_GANG_TIMEOUT"]
+        ext.kill(signal.SIGTERM)
+        ext.start()
