@@ -777,6 +777,11 @@ class ClusterGraph:
             self._reserved[jobid] = booked
             return booked
 
+    def reserved_nodes(self, jobids: Iterable[int]) -> set[str]:
+        """The nodes the reservations ``jobids`` take part of."""
+        with self.lock:
+            return {n for jid in jobids if jid in self._reserved for n in self._reserved[jid].nodes}
+
     def cancel_reservations(self, jobids: Iterable[int]) -> None:
         with self.lock:
             for jid in jobids:

@@ -420,6 +420,8 @@ class Ledger:
         """Capacity freed or the order changed: reservations may move, make them again."""
         self._drops_seen = graph.reservations_dropped
         self._preempting: dict[str, str] = {}
+        self._keep_out: frozenset[str] = frozenset()
+        """Nodes the placement under way may not take (see :meth:`_room_of_preemptors`)."""
         """Units being evicted (whole groups, or pods of singly groups) -> whom they make
         room for."""
         self._version = 0
@@ -535,6 +537,10 @@ class Ledger:
                         options=() if level else (planned,),
                     )
                     self._reserve_ahead(waiting)
+                    self._keep_out = self._room_of_preemptors(group, priority)
+                    if self._keep_out:
+                        exclude = sorted(set(exclude) | self._keep_out)
+                        specs = self._jobspecs(group, pods, exclude, split, window)
                     if parts:
                         result = self._place_parts(
                             group, pods, exclude, split, level, parts, runtime, window
@@ -563,6 +569,7 @@ class Ledger:
                         )
                     result = self._queue_outcome(waiting, result)
                 finally:
+                    self._keep_out = frozenset()
                     elapsed = time.perf_counter() - started
             span.set_attribute("status", result.status)
             span.set_attribute("match_seconds", elapsed)
@@ -950,6 +957,23 @@ class Ledger:
                 return already, {}
             victims = self.victims_for(group)
             return [], self.preempt(victims, group) if victims else {}
+
+    def _room_of_preemptors(self, group: str, priority: int) -> frozenset[str]:
+        """Nodes reserved for higher-priority groups whose preempted pods are still going.
+
+        Their reservations start when those pods are planned to be gone, which is a
+        guess renewed second by second (:meth:`ClusterGraph.end_soon`); a short job
+        placed in front of one on those nodes, ending "just before", would delay the
+        preemptor and be preempted in turn. ``group`` is matched off them meanwhile;
+        other nodes stay open to it.
+        """
+        nodes: set[str] = set()
+        for by in set(self._preempting.values()):
+            w = self.queue.get(by)
+            if by == group or w is None or w.priority <= priority or w.reservation is None:
+                continue
+            nodes |= self.graph.reserved_nodes(w.reservation.jobs)
+        return frozenset(nodes)
 
     def preempting(self) -> dict[str, str]:
         """Groups being preempted -> the group that preempts them."""
@@ -1366,6 +1390,13 @@ class Ledger:
         return PlaceResult("allocated", "", made)
 
     def _failure(self, group: str, status: str, what: str) -> PlaceResult:
+        if self._keep_out:
+            # Matched off the room kept for a preemptor: no verdict on "never".
+            msg = (
+                f"group {group} does not fit now: not enough free capacity for {what} "
+                "beside the room held for a higher-priority group whose preempted pods are going"
+            )
+            return PlaceResult("busy", msg)
         if status == "unsatisfiable":
             msg = f"group {group} can never fit: {what} exceed what the cluster has"
         else:

@@ -280,3 +280,27 @@ def test_a_victim_slower_to_go_keeps_its_room_for_the_preemptor() -> None:
     assert not w.place(small).nodes
     w.ledger.release(victim[1].key, "pod deleted")
     assert w.place(high).nodes
+
+
+def test_no_short_job_slips_in_front_of_a_preemptor_while_its_victims_go() -> None:
+    """The victims' planned end is a guess renewed second by second while a pod is still
+    going, so the preemptor's reservation moves with it; a job short enough to end "just
+    before" it is still kept off the nodes reserved for the preemptor."""
+    now = [0.0]
+    w = World(4, clock=lambda: now[0])
+    keeper = w.gang("keeper", 1, "4", priority=2000, activeDeadlineSeconds=100)
+    w.run(keeper)
+    victim = w.gang("victim", 2, "4", priority=10, activeDeadlineSeconds=100)
+    w.run(victim)
+    high = w.gang("high", 3, "4", priority=1000, activeDeadlineSeconds=10)
+    assert not w.place(high).nodes
+    assert w.ledger.preempting() == {"default/victim": "default/high"}
+    w.ledger.release(victim[0].key, "pod deleted")
+    now[0] = 3.5  # the other victim pod is slow to go: held on from 3 s to 4 s
+    quick = w.gang("quick", 1, "4", priority=10, activeDeadlineSeconds=1)
+    refused = w.place(quick)
+    assert not refused.nodes
+    assert "room held for a higher-priority group" in next(iter(refused.failed.values()))
+    # A group of higher priority than the preemptor goes first, as it would anyway.
+    vip = w.gang("vip", 1, "4", priority=5000, activeDeadlineSeconds=1)
+    assert w.place(vip).nodes
