@@ -220,6 +220,8 @@ class PlaceResult:
     message: str = ""
     holdings: Mapping[str, Holding] = field(default_factory=dict)
     match_seconds: float = 0.0
+    starts_in: int | None = None
+    """Seconds until a waiting group's reservation starts (0: now); None when it has none."""
 
 
 @dataclass(frozen=True)
@@ -575,7 +577,9 @@ class Ledger:
             span.set_attribute("match_seconds", elapsed)
             last = LastMatch(result.status, result.message, self.clock(), len(pods), elapsed)
             self._remember(group, last)
-            return PlaceResult(result.status, result.message, result.holdings, elapsed)
+            return PlaceResult(
+                result.status, result.message, result.holdings, elapsed, result.starts_in
+            )
 
     # ---- the queue ---------------------------------------------------------------------
 
@@ -761,7 +765,11 @@ class Ledger:
         position = self.queue.position(waiting.group)
         if position <= self.reserve_depth:
             self._reserve(waiting)
-        return PlaceResult(result.status, f"{result.message}; {self._when(waiting)}")
+        r = waiting.reservation
+        starts_in = max(r.start - self.graph.now(), 0) if r is not None else None
+        return PlaceResult(
+            result.status, f"{result.message}; {self._when(waiting)}", starts_in=starts_in
+        )
 
     def _when(self, w: Waiting) -> str:
         """When ``w`` is expected to start, in words for its pods' events."""

@@ -85,9 +85,12 @@ def test_a_high_priority_gang_evicts_exactly_one_whole_lower_priority_gang() -> 
         ("default/high", {"default/low-new": sorted(p.key for p in low_new)})
     ]
     assert w.ledger.preempting() == {"default/low-new": "default/high"}
-    # Asking again does not evict more while the victims are ending.
-    again = next(iter(w.place(high).failed.values()))
-    assert "waiting for preempted group(s) default/low-new" in again
+    # Asking again does not evict more while the victims are ending; they are planned to
+    # be gone in a second, so kube-scheduler is told to try again soon.
+    again = w.place(high)
+    assert not again.nodes and not again.failed
+    assert "waiting for preempted group(s) default/low-new" in again.error
+    assert again.error.endswith("to be tried again when it starts")
     assert len(w.evictor.calls) == 1
     for p in low_new:
         w.ledger.release(p.key, "pod deleted")
@@ -304,3 +307,20 @@ def test_no_short_job_slips_in_front_of_a_preemptor_while_its_victims_go() -> No
     # A group of higher priority than the preemptor goes first, as it would anyway.
     vip = w.gang("vip", 1, "4", priority=5000, activeDeadlineSeconds=1)
     assert w.place(vip).nodes
+
+
+def test_a_group_whose_room_frees_in_a_moment_is_told_to_try_again_soon() -> None:
+    """A rejection waits for a cluster event and a back-off grown with every refusal; a
+    group whose reservation starts within a few seconds gets an error instead, which
+    kube-scheduler tries again after a short back-off of its own."""
+    now = [0.0]
+    w = World(1, clock=lambda: now[0])
+    w.run(w.gang("ends-soon", 1, "4", activeDeadlineSeconds=2))
+    soon = w.place(w.gang("next", 1, "4", activeDeadlineSeconds=10))
+    assert not soon.nodes and not soon.failed
+    assert "(in 2s)" in soon.error and soon.error.endswith("to be tried again when it starts")
+    later = World(1, clock=lambda: now[0])
+    later.run(later.gang("ends-later", 1, "4", activeDeadlineSeconds=60))
+    far = later.place(later.gang("next", 1, "4", activeDeadlineSeconds=10))
+    assert not far.nodes and not far.error
+    assert "(in 60s)" in next(iter(far.failed.values()))
