@@ -673,10 +673,7 @@ class ClusterGraph:
                 return 0
             self._drop_reservations()
             for jobid in due:
-                held = self._jobs[jobid].extended(now)
-                self._g.cancel(jobid, missing_ok=True)
-                self._replay(jobid, held, now, held.end)
-                self._track(jobid, held)
+                self._retime(jobid, self._jobs[jobid].extended(now), now)
             log.debug("jobs held past their planned end", extra={"jobs": len(due)})
             return len(due)
 
@@ -695,12 +692,15 @@ class ClusterGraph:
                 held = self._jobs.get(jobid)
                 if held is None or held.end <= now + FIRST_EXTENSION:
                     continue
-                soon = replace(held, end=now + FIRST_EXTENSION, extensions=0)
-                self._g.cancel(jobid, missing_ok=True)
-                self._replay(jobid, soon, now, soon.end)
-                self._track(jobid, soon)
+                self._retime(jobid, replace(held, end=now + FIRST_EXTENSION, extensions=0), now)
                 moved += 1
             return moved
+
+    def _retime(self, jobid: int, held: HeldJob, now: int) -> None:
+        """Hold ``jobid`` again from ``now`` to ``held.end`` (its vertices as before)."""
+        self._g.cancel(jobid, missing_ok=True)
+        self._replay(jobid, held, now, held.end)
+        self._track(jobid, held)
 
     @contextlib.contextmanager
     def without(self, jobids: Iterable[int]) -> Iterator[None]:

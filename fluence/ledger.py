@@ -422,10 +422,10 @@ class Ledger:
         """Capacity freed or the order changed: reservations may move, make them again."""
         self._drops_seen = graph.reservations_dropped
         self._preempting: dict[str, str] = {}
-        self._keep_out: frozenset[str] = frozenset()
-        """Nodes the placement under way may not take (see :meth:`_room_of_preemptors`)."""
         """Units being evicted (whole groups, or pods of singly groups) -> whom they make
         room for."""
+        self._keep_out: frozenset[str] = frozenset()
+        """Nodes the placement under way may not take (see :meth:`_room_of_preemptors`)."""
         self._version = 0
         """Counts placements and releases: a what-if answer holds until it changes."""
         self._no_victims: dict[str, int] = {}
@@ -960,7 +960,7 @@ class Ledger:
         never both choose victims, so no more is evicted than one choice needs.
         """
         with self.lock:
-            already = sorted(u for u, by in self._preempting.items() if by == group)
+            already = self.preempted_for(group)
             if already:
                 return already, {}
             victims = self.victims_for(group)
@@ -982,6 +982,11 @@ class Ledger:
                 continue
             nodes |= self.graph.reserved_nodes(w.reservation.jobs)
         return frozenset(nodes)
+
+    def preempted_for(self, group: str) -> list[str]:
+        """The units being evicted to make room for ``group``, sorted."""
+        with self.lock:
+            return sorted(u for u, by in self._preempting.items() if by == group)
 
     def preempting(self) -> dict[str, str]:
         """Groups being preempted -> the group that preempts them."""

@@ -298,7 +298,7 @@ class Scheduler:
                 # a short back-off of its own, where a rejection would wait for an event
                 # and a back-off grown with every refusal (up to the max times the square
                 # root of a pod group's size).
-                going = sorted(u for u, by in self.ledger.preempting().items() if by == group)
+                going = self.ledger.preempted_for(group)
                 also = f"; waiting for preempted {describe_units(going)} to end" if going else ""
                 return FilterOutcome(error=f"{res.message}{also}; to be tried again when it starts")
             message = res.message + (self._preempt_for(group, pod) if preempts else "")
