@@ -904,6 +904,9 @@ class ClusterGraph:
             pool = nv.pools.get(t)
             if pool is None:
                 raise StateError(f"node {node!r} has no {t} to hold {amount} of")
+            if amount > pool.size:
+                # Also keeps amounts past the matcher's 64-bit counts out of it.
+                raise StateError(f"node {node!r} has {pool.size} {t}, fewer than {amount}")
             holdings[pool.path] = amount
         return holdings
 

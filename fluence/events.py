@@ -41,6 +41,9 @@ class PodEvent:
     uid: str
     reason: str
     message: str
+    kind: str = "Pod"
+    """The involved object's kind and apiVersion: a Pod unless said otherwise."""
+    api_version: str = "v1"
 
 
 class PodEvents(Protocol):
@@ -49,10 +52,30 @@ class PodEvents(Protocol):
     def warn(self, namespace: str, name: str, uid: str, reason: str, message: str) -> None: ...
 
 
+class ObjectEvents(PodEvents, Protocol):
+    """Also warns about objects other than pods (a PodGroup, a Node)."""
+
+    def warn_about(self, about: ObjectRef, reason: str, message: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """The object an Event is about; cluster-scoped ones (Nodes) are reported in ``default``."""
+
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+
 class NoEvents:
     """Posts nothing (benchmarks, tests without an API server)."""
 
     def warn(self, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
+        return None
+
+    def warn_about(self, about: ObjectRef, reason: str, message: str) -> None:
         return None
 
 
@@ -81,7 +104,16 @@ class EventRecorder:
         self._thread: threading.Thread | None = None
 
     def warn(self, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
-        key = (uid or f"{namespace}/{name}", reason)
+        self._enqueue(PodEvent(namespace, name, uid, reason, message))
+
+    def warn_about(self, about: ObjectRef, reason: str, message: str) -> None:
+        ns = about.namespace or "default"
+        event = PodEvent(ns, about.name, about.uid, reason, message, about.kind, about.api_version)
+        self._enqueue(event)
+
+    def _enqueue(self, event: PodEvent) -> None:
+        who = event.uid or f"{event.kind}/{event.namespace}/{event.name}"
+        key = (who, event.reason)
         now = self._clock()
         with self._lock:
             last = self._last.get(key)
@@ -92,16 +124,16 @@ class EventRecorder:
             while len(self._last) > self.MAX_REMEMBERED:
                 self._last.popitem(last=False)
         try:
-            self._queue.put_nowait(PodEvent(namespace, name, uid, reason, message))
+            self._queue.put_nowait(event)
         except queue.Full:
             _dropped.add(1)
 
     def body(self, event: PodEvent) -> dict[str, Any]:
-        """The core/v1 Event for ``event`` (a Warning on the pod)."""
+        """The core/v1 Event for ``event`` (a Warning on the pod or other object)."""
         stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         involved = {
-            "apiVersion": "v1",
-            "kind": "Pod",
+            "apiVersion": event.api_version,
+            "kind": event.kind,
             "namespace": event.namespace,
             "name": event.name,
         }

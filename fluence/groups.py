@@ -48,6 +48,7 @@ LABEL_FLUENCE = "label-fluence"
 LABEL_X_K8S = "label-x-k8s"
 SINGLE = "single"
 COMPOSITE = "composite"
+COMPOSITE_KIND = "CompositePodGroup"
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,41 @@ class GroupRef:
 
 def _no_lookup(api: str, ns: str, name: str) -> PodGroup | None:
     return None
+
+
+def owned_workload(kind: str, name: str, uid: str) -> str:
+    """The ``created-for`` value of a PodGroup the webhook made for a controller's pods."""
+    return f"{kind}/{name}/{uid}"
+
+
+def made_for(pg: PodGroup, pod: Pod) -> bool:
+    """Did the webhook make ``pg`` for ``pod``'s controlling owner?
+
+    A label gang takes nothing (quorum, priority, topology) from any other
+    PodGroup of its name: whoever may create PodGroups in the namespace could
+    otherwise make the gang wait forever or become preemptible. Bare pods'
+    PodGroups are made for a user, which the extender cannot check; the webhook
+    links those pods through ``spec.schedulingGroup`` instead.
+    """
+    owner = pod.metadata.controller
+    annotations = pg.metadata.annotations
+    return (
+        owner is not None
+        and annotations.get(names.ANNOTATION_CREATED_BY) == names.CREATED_BY_WEBHOOK
+        and annotations.get(names.ANNOTATION_CREATED_FOR)
+        == owned_workload(owner.kind, owner.name, owner.uid)
+    )
+
+
+def group_priority(ref: GroupRef, members: Sequence[Pod]) -> int:
+    """The priority a group is queued and preempts with: never above any member's own.
+
+    Admission resolves each pod's priority from its PriorityClass; a PodGroup's
+    ``spec.priority`` is only as trustworthy as its writer (and unchecked when the
+    GenericWorkload gate is off), so it may lower the group's priority, never raise it.
+    """
+    lowest = min((m.spec.priority or 0 for m in members), default=0)
+    return lowest if ref.priority is None else min(ref.priority, lowest)
 
 
 def group_name(pod: Pod) -> tuple[str, str]:
@@ -135,11 +171,13 @@ def identify(
         min_count = pg.min_count if pg else 1
         if source == NATIVE and pg is not None and pg.parent and composites is not None:
             whole = _composite(ns, pg.parent, composites)
-            if whole is not None:
+            if whole is not None and (whole.unknown or pg.metadata.name in whole.children):
                 return whole
     elif source == LABEL_FLUENCE:
         size = parse_group_size(pod.metadata.annotations.get(names.ANNOTATION_GROUP_SIZE, ""))
         pg = lookup(names.PODGROUP_GROUP, ns, name)
+        if pg is not None and not made_for(pg, pod):
+            pg = None
         if size is not None:
             min_count = size
         elif pg is not None:
@@ -177,7 +215,10 @@ def _composite(ns: str, name: str, composites: CompositeView) -> GroupRef | None
         return GroupRef(key, ns, name, COMPOSITE, 1, unknown=True, waiting=waiting)
     if not comp.min_groups:
         return None
-    children = sorted(composites.children(ns, name), key=lambda c: c.metadata.name)
+    children = sorted(
+        (c for c in composites.children(ns, name) if adopted(comp, c)),
+        key=lambda c: c.metadata.name,
+    )
     if len(children) < comp.min_groups:
         waiting = (
             f"waiting for {comp.min_groups - len(children)} more PodGroup(s) of "
@@ -195,6 +236,24 @@ def _composite(ns: str, name: str, composites: CompositeView) -> GroupRef | None
         children=tuple(c.metadata.name for c in children),
         child_topology=tuple((c.metadata.name, c.topology_key) for c in children if c.topology_key),
     )
+
+
+def adopted(comp: CompositePodGroup, child: PodGroup) -> bool:
+    """Does ``comp`` consent to ``child``: is the child owned by it, or made for it?
+
+    Naming a parent is all a PodGroup needs to do to join a composite; without
+    consent anyone who may create PodGroups in the namespace could raise a
+    composite's quorum until it never starts.
+    """
+    meta = comp.metadata
+    owned = any(
+        o.kind == COMPOSITE_KIND and o.name == meta.name and o.uid == meta.uid
+        for o in child.metadata.owner_references
+    )
+    made = child.metadata.annotations.get(names.ANNOTATION_CREATED_FOR) == owned_workload(
+        COMPOSITE_KIND, meta.name, meta.uid
+    )
+    return owned or made
 
 
 def same_group(pod: Pod, ref: GroupRef) -> bool:

@@ -51,7 +51,7 @@ from typing import Any
 
 import msgspec
 
-from fluence import names, telemetry
+from fluence import names, telemetry, untrusted
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import NoEvents, PodEvents
 from fluence.group_jobspec import ComputeSpec, GroupSpecs, group_jobspecs, with_duration
@@ -340,6 +340,10 @@ def describe(amounts: Mapping[str, int]) -> str:
     return ", ".join(parts)
 
 
+_CLAIMED = "backend:"
+"""Group keys ``<namespace>/backend:<name>`` hold a backend that pods without a trusted
+record name (``:`` is in no object name, so no group's key is the same)."""
+
 _gang_timeouts = telemetry.meter("fluence.ledger").create_counter(
     "fluence_gang_timeouts",
     description="Groups whose tentative holdings were released because not every member "
@@ -348,11 +352,6 @@ _gang_timeouts = telemetry.meter("fluence.ledger").create_counter(
 _preemptions = telemetry.meter("fluence.ledger").create_counter(
     "fluence_preemptions",
     description="Lower-priority groups (or pods, where a PodGroup allows) evicted so a group fits",
-)
-_untrusted_records = telemetry.meter("fluence.ledger").create_counter(
-    "fluence_untrusted_allocation_records",
-    description="Allocation records on bound pods that were ignored: unsealed, "
-    "sealed for another pod, or not matching the pod's own requests",
 )
 
 
@@ -407,6 +406,9 @@ class Ledger:
         self._holdings = HoldingsByPod()
         self._groups: dict[str, GroupDevices] = {}
         self._unaccounted: dict[str, Pod] = {}
+        self._claimants: dict[str, dict[str, Pod]] = {}
+        """Backend name -> pods without a trusted record that name it while another holds it:
+        they take it over when it is let go, so it is never handed to a third pod."""
         self._retrying = False
         self._next_id = 1
         self._last_match: OrderedDict[str, LastMatch] = OrderedDict()
@@ -1355,13 +1357,8 @@ class Ledger:
         made: dict[str, Holding] = {}
         try:
             if shared is None and backends:
-                devices: list[DeviceRecord] = []
-                for t, be in backends:
-                    djid = self._new_id()
-                    self.graph.hold_backend(djid, be.path, runtime)
-                    devices.append(DeviceRecord(t, be.path, be.name, djid))
-                shared = GroupDevices(devices, backends[0][1])
-                self._groups[group] = shared
+                wanted = [(t, be.path, be.name) for t, be in backends]
+                shared = self._hold_devices(group, wanted, backends[0][1], runtime)
             ordered = sorted(pods, key=lambda p: p.key)
             for p in ordered:
                 compute = split[p.key][0]
@@ -1499,6 +1496,8 @@ class Ledger:
                 self.graph.release(d.jobid)
         if shared.devices:
             log.info("group backend released", extra={"group": group})
+        for name in {d.name for d in shared.devices} if self._claimants else ():
+            self._hand_over(name)
 
     def expire(self) -> list[str]:
         """Release what waits too long; returns the pods released.
@@ -1585,17 +1584,18 @@ class Ledger:
         rec: AllocationRecord | None = None
         seal = annotations.get(names.ANNOTATION_ALLOCATION_SEAL, "")
         if not self.seal.verify(pod.key, pod.metadata.uid, raw, seal):
+            reason = "unsealed-record"
             why = "no valid seal (not written by this scheduler for this pod)"
         else:
             try:
                 rec = decode_record(raw)
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                why = f"unreadable: {exc}"
+                reason, why = "unreadable-record", f"unreadable: {exc}"
             else:
-                why = _record_mismatch(pod, rec)
+                reason, why = "record-mismatch", _record_mismatch(pod, rec)
         if not why:
             return rec
-        _untrusted_records.add(1)
+        untrusted.count(untrusted.POD.kind, reason)
         log.warning(
             "allocation record ignored; the pod is accounted by its own requests",
             extra={"pod": pod.key, "reason": why},
@@ -1606,7 +1606,7 @@ class Ledger:
             pod.metadata.uid,
             "UntrustedAllocationRecord",
             f"fluence ignored the {names.ANNOTATION_ALLOCATION} annotation ({why}); "
-            "the pod is accounted by its own resource requests",
+            "the pod is accounted by its own resource requests and the backend it names",
         )
         return None
 
@@ -1621,14 +1621,11 @@ class Ledger:
                 jid = self._new_id()
                 self.graph.hold_compute(jid, node, rec.amounts, runtime)
             if rec.devices and shared is None:
-                devices: list[DeviceRecord] = []
-                for d in rec.devices:
-                    djid = self._new_id()
-                    self.graph.hold_backend(djid, d.path, runtime)
-                    devices.append(DeviceRecord(d.type, d.path, d.name, djid))
-                backend = BackendChoice(rec.backend, devices[0].path, rec.attributes)
-                shared = GroupDevices(devices, backend if rec.backend else None)
-                self._groups[rec.group] = shared
+                backend = BackendChoice(rec.backend, rec.devices[0].path, rec.attributes)
+                wanted = [(d.type, d.path, d.name) for d in rec.devices]
+                shared = self._hold_devices(
+                    rec.group, wanted, backend if rec.backend else None, runtime
+                )
                 made_group = True
         except (StateError, NotFoundError) as exc:
             if jid and self.graph.holds(jid):
@@ -1705,10 +1702,87 @@ class Ledger:
                 )
                 self._unaccounted[pod.key] = pod
                 return
-        self._holdings[pod.key] = Holding(
-            pod.key, pod.metadata.uid, "", node, dict(compute), jid, FOREIGN, self.clock()
-        )
+        h = Holding(pod.key, pod.metadata.uid, "", node, dict(compute), jid, FOREIGN, self.clock())
+        self._keep_named_backend(pod, h)
+        self._holdings[pod.key] = h
         self._unaccounted.pop(pod.key, None)
+
+    def _keep_named_backend(self, pod: Pod, h: Holding) -> None:
+        """A pod without a trusted record keeps the backend its annotation names.
+
+        Its containers read ``QRMI_BACKEND`` from that annotation when they start,
+        so a pod whose record was edited (or resized in place) may still be using
+        the backend: handing it to another tenant would double-book it. Pods of
+        one namespace naming the same backend share the hold (a gang's members);
+        while someone else holds it, the pod waits to take it over.
+        """
+        name = pod.metadata.annotations.get(names.ANNOTATION_BACKEND, "")
+        if not name or not split_requests(pod_requests(pod))[1]:
+            return
+        backend = next((b for b in self.graph.backends().values() if b.name == name), None)
+        if backend is None:
+            return
+        key = f"{pod.metadata.namespace}/{_CLAIMED}{name}"
+        shared = self._groups.get(key)
+        if shared is None:
+            choice = BackendChoice(name, backend.path, dict(backend.attributes))
+            wanted = [(sorted(backend.types)[0], backend.path, name)]
+            try:
+                shared = self._hold_devices(key, wanted, choice)
+            except (StateError, NotFoundError):
+                # Held by its rightful holder (or another namespace's claim): taken over
+                # when that lets go.
+                self._claimants.setdefault(name, {})[pod.key] = pod
+                return
+            log.warning(
+                "a backend named by a pod without a trusted record is kept for it",
+                extra={"pod": pod.key, "backend": name},
+            )
+        h.group = key
+        self._join(h, shared)
+
+    def _hold_devices(
+        self,
+        group: str,
+        wanted: Sequence[tuple[str, str, str]],
+        backend: BackendChoice | None,
+        runtime: int = 0,
+    ) -> GroupDevices:
+        """Hold each (type, path, name) backend device for ``group``'s members to share.
+
+        All or none: on StateError/NotFoundError what was held is let go and the
+        error raised; on success the devices are the group's until its last member goes.
+        """
+        devices: list[DeviceRecord] = []
+        try:
+            for t, path, name in wanted:
+                jid = self._new_id()
+                self.graph.hold_backend(jid, path, runtime)
+                devices.append(DeviceRecord(t, path, name, jid))
+        except (StateError, NotFoundError):
+            for d in devices:
+                self.graph.release(d.jobid)
+            raise
+        shared = GroupDevices(devices, backend)
+        self._groups[group] = shared
+        return shared
+
+    def _hand_over(self, backend: str) -> None:
+        """``backend`` was let go: the pods still running that name it keep it now."""
+        waiting = self._claimants.pop(backend, {})
+        for key, pod in waiting.items():
+            h = self._holdings.get(key)
+            if h is None or h.state != FOREIGN or h.devices:
+                continue
+            self._keep_named_backend(pod, h)
+            self._holdings[key] = h  # indexed again under the group it joined
+
+    def sealed(self, pod: Pod) -> bool:
+        """Does the pod carry a record sealed for it? (Replayed first after a restart.)"""
+        annotations = pod.metadata.annotations
+        raw = annotations.get(names.ANNOTATION_ALLOCATION)
+        seal = annotations.get(names.ANNOTATION_ALLOCATION_SEAL, "")
+        return bool(raw) and self.seal.verify(pod.key, pod.metadata.uid, raw or "", seal)
 
     def forget(self, pod_key: str) -> None:
         """The pod was deleted."""

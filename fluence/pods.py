@@ -101,6 +101,13 @@ def whole_units(q: str | int | float) -> int:
 # ---- slim API structs ------------------------------------------------------------------
 
 
+class OwnerReference(msgspec.Struct, rename="camel", omit_defaults=True):
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
 class ObjectMeta(msgspec.Struct, rename="camel", omit_defaults=True):
     name: str = ""
     namespace: str = ""
@@ -110,6 +117,12 @@ class ObjectMeta(msgspec.Struct, rename="camel", omit_defaults=True):
     annotations: dict[str, str] = {}
     deletion_timestamp: str | None = None
     creation_timestamp: str | None = None
+    owner_references: list[OwnerReference] = []
+
+    @property
+    def controller(self) -> OwnerReference | None:
+        """The controlling owner (a Job, a ReplicaSet, ...), if any."""
+        return next((o for o in self.owner_references if o.controller), None)
 
 
 class ResourceRequirements(msgspec.Struct, omit_defaults=True):

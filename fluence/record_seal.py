@@ -53,7 +53,15 @@ class RecordSeal:
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
     def verify(self, pod: str, uid: str, record: str, seal: str) -> bool:
-        return bool(uid) and hmac.compare_digest(self.sign(pod, uid, record), seal)
+        """True only for the seal :meth:`sign` makes; any other text, of any characters, is False.
+
+        Seals are compared as bytes: ``compare_digest`` refuses non-ASCII ``str``,
+        and a seal is whatever a pod's writer put in an annotation.
+        """
+        if not uid:
+            return False
+        given = seal.encode("utf-8", "surrogatepass")
+        return hmac.compare_digest(self.sign(pod, uid, record).encode(), given)
 
 
 _process_seal: RecordSeal | None = None

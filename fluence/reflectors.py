@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from fluence import groups, names, telemetry
+from fluence import groups, names, untrusted
 from fluence.pods import (
     CompositePodGroup,
     Node,
@@ -47,11 +47,6 @@ MAX_RETRY_SECONDS = 30.0
 NOT_SERVED_RETRY_SECONDS = 30.0
 LIST_PAGE = 500
 """Objects per list request: a cluster's pods come in pages, never in one huge body."""
-
-_undecodable = telemetry.meter("fluence.reflectors").create_counter(
-    "fluence_reflector_objects_skipped",
-    description="Objects listed or watched that could not be decoded and were skipped",
-)
 
 
 def retry_delay(failures: int, rand: Callable[[], float] = random.random) -> float:
@@ -156,8 +151,11 @@ class Reflector(Generic[T]):
         *,
         optional: bool = False,
         name: str = "",
+        kind: str = "",
     ) -> None:
         self.api = api
+        self.kind = kind or name or path
+        """The objects' kind, as counted when one is skipped."""
         self.path = path
         self.decode = decode
         self.key = key
@@ -206,7 +204,7 @@ class Reflector(Generic[T]):
         try:
             return self.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            _undecodable.add(1, {"reflector": self.name})
+            untrusted.count(self.kind, untrusted.UNDECODABLE)
             log.warning(
                 "object skipped: it cannot be decoded",
                 extra={"reflector": self.name, "object": _describe(raw), "error": str(exc)},
@@ -321,9 +319,11 @@ class ClusterReflectors:
     def __init__(self, api_client: Any) -> None:
         api = RawApi(api_client)
         self.nodes: Reflector[Node] = Reflector(
-            api, "/api/v1/nodes", decode_node, lambda n: n.metadata.name, name="nodes"
+            api, "/api/v1/nodes", decode_node, lambda n: n.metadata.name, name="nodes", kind="Node"
         )
-        self.pods: Reflector[Pod] = Reflector(api, "/api/v1/pods", decode_pod, _key, name="pods")
+        self.pods: Reflector[Pod] = Reflector(
+            api, "/api/v1/pods", decode_pod, _key, name="pods", kind="Pod"
+        )
         # One optional reflector per PodGroup version: whichever the API server serves
         # fills its store, and a cluster upgraded to the next version is followed.
         self.podgroups: list[Reflector[PodGroup]] = [
@@ -334,6 +334,7 @@ class ClusterReflectors:
                 _key,
                 optional=True,
                 name=f"podgroups-{version}",
+                kind="PodGroup",
             )
             for version in names.PODGROUP_VERSIONS
         ]
@@ -344,6 +345,7 @@ class ClusterReflectors:
             _key,
             optional=True,
             name="x-podgroups",
+            kind="PodGroup",
         )
         self.composites: Reflector[CompositePodGroup] = Reflector(
             api,
@@ -352,6 +354,7 @@ class ClusterReflectors:
             _key,
             optional=True,
             name="compositepodgroups",
+            kind="CompositePodGroup",
         )
         self.all: list[Reflector[Any]] = [
             self.nodes,

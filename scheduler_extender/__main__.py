@@ -18,6 +18,7 @@ from fluence.record_seal import SealKeyError, load_seal
 from fluence.reflectors import ClusterReflectors
 from fluence.serving import TLSFiles, run, serve_app
 from fluence.settings import parse_command_line
+from fluence.untrusted import UntrustedObjects
 from scheduler_extender.access import KubeAccessReviewer
 from scheduler_extender.app import create_app
 from scheduler_extender.binder import ApiBinder
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         reserve_depth=1 if settings.backfill == "easy" else settings.reserve_depth,
         spread=settings.spread,
     )
-    runtime = Runtime(cache, graph, ledger)
+    runtime = Runtime(cache, graph, ledger, UntrustedObjects(events))
     binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)
     scheduler = Scheduler(
         graph,

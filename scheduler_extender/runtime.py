@@ -19,6 +19,7 @@ from fluence.ledger import Ledger
 from fluence.pods import Node, Pod
 from fluence.recovery import recover_from_cluster
 from fluence.reflectors import DELETED, ClusterReflectors
+from fluence.untrusted import UntrustedObjects, node_ref, pod_ref
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +42,17 @@ def thaw_heap() -> None:
 
 
 class Runtime:
-    def __init__(self, cache: ClusterReflectors, graph: ClusterGraph, ledger: Ledger) -> None:
+    def __init__(
+        self,
+        cache: ClusterReflectors,
+        graph: ClusterGraph,
+        ledger: Ledger,
+        skipped: UntrustedObjects | None = None,
+    ) -> None:
         self.cache = cache
         self.graph = graph
         self.ledger = ledger
+        self.skipped = skipped if skipped is not None else UntrustedObjects()
         self.ready = threading.Event()
         self._lock = threading.Lock()
         self._started = False
@@ -54,7 +62,7 @@ class Runtime:
     def rebuild(self) -> None:
         """Recover the graph and ledger from the synced reflectors; then follow the watch."""
         with self._lock:
-            recover_from_cluster(self.cache, self.graph, self.ledger)
+            recover_from_cluster(self.cache, self.graph, self.ledger, self.skipped)
             self._started = True
         self.ready.set()
 
@@ -70,6 +78,9 @@ class Runtime:
             except GraphUpdateError as exc:
                 log.error("node change not applied", extra={"node": node.name, "error": str(exc)})
                 return
+            except Exception as exc:  # noqa: BLE001 - one node's fault stays with it
+                self.skipped.report(node_ref(node.name, node.metadata.uid), "failed", repr(exc))
+                return
             self.ledger.drop_lost(lost)
             self.ledger.retry_unaccounted()
 
@@ -77,10 +88,12 @@ class Runtime:
         with self._lock:
             if not self._started:
                 return
+            meta = pod.metadata
+            about = pod_ref(meta.namespace, meta.name, meta.uid)
             if kind == DELETED:
-                self.ledger.forget(pod.key)
+                self.skipped.each(about, pod.key, self.ledger.forget)
             else:
-                self.ledger.observe(pod)
+                self.skipped.each(about, pod, self.ledger.observe)
 
 
 class ConfigReloader:

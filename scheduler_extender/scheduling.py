@@ -226,9 +226,7 @@ class Scheduler:
             candidates,
             only_candidates=False,
             topology=ref.topology,
-            priority=ref.priority
-            if ref.priority is not None
-            else max((m.spec.priority or 0 for m in members), default=0),
+            priority=groups.group_priority(ref, members),
             singly=ref.singly,
             preempts=ref.preempts,
             parts=parts,

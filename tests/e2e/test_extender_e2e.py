@@ -212,8 +212,10 @@ class Suite:
         )
         return out
 
-    def podgroup(self, name: str, min_count: int, **spec: Any) -> None:
-        create_podgroup(self.custom, self.ns, name, min_count, **spec)
+    def podgroup(
+        self, name: str, min_count: int, owners: list[dict[str, Any]] | None = None, **spec: Any
+    ) -> None:
+        create_podgroup(self.custom, self.ns, name, min_count, owners=owners, **spec)
 
     def get(self, name: str) -> dict[str, Any]:
         out: dict[str, Any] = self.core.api_client.sanitize_for_serialization(
@@ -590,6 +592,56 @@ def test_restart_after_kill_rebuilds_the_same_state_and_never_double_books(
     assert sorted(held) == [f"{suite.ns}/q0", f"{suite.ns}/q1"]
 
 
+def test_hostile_pods_in_the_api_server_do_not_stop_a_restarted_extender(suite: Suite) -> None:
+    """Pods any tenant may write, running while the extender is killed and restarted: a
+    non-ASCII seal, a request no node has, a record of the wrong shape. The new process
+    becomes ready, accounts each as far as it can, and places other pods beside them."""
+    (node,) = suite.add_nodes(1, cpu="4", qpu=True)
+    elsewhere = {"nodeName": node, "schedulerName": "default-scheduler"}
+    seal = names.ANNOTATION_ALLOCATION_SEAL
+    hostile = {
+        "bad-seal": suite.pod(
+            "bad-seal", annotations={names.ANNOTATION_ALLOCATION: "{}", seal: "é"}, spec=elsewhere
+        ),
+        "huge": suite.pod("huge", cpu="1e18", spec=elsewhere),
+        "wild": suite.pod(
+            "wild",
+            annotations={names.ANNOTATION_ALLOCATION: '{"group": 7}', seal: "\u202e" * 64},
+            spec=elsewhere,
+        ),
+    }
+    wait_for(
+        lambda: all(suite.get(p)["status"].get("phase") == "Running" for p in hostile),
+        60,
+        "the hostile pods to run",
+    )
+    ext = suite.stack.extender
+    ext.kill(signal.SIGKILL)
+    ext.start()  # ready within the minute, not crash-looping
+    held = suite.state_pods()
+    assert held[f"{suite.ns}/bad-seal"]["state"] == "foreign"
+    assert held[f"{suite.ns}/wild"]["state"] == "foreign"
+    assert suite.state_nodes()[node]["core"]["allocated"] == 2000  # 1e18 is held nowhere
+    # The room left (2 cpu) is placed; more than that waits.
+    suite.pod("fits", cpu="2")
+    suite.pod("waits", cpu="3")
+    assert suite.wait_bound("fits") == {"fits": node}
+    wait_for(
+        lambda: "does not fit now" in suite.unschedulable_message("waits"),
+        30,
+        "the 3-cpu pod to be refused for want of room",
+        lambda: suite.describe("waits"),
+    )
+    assert suite.node_of("waits") == ""
+    reasons = {
+        e.reason
+        for e in suite.core.list_namespaced_event(
+            suite.ns, field_selector="involvedObject.name=bad-seal"
+        ).items
+    }
+    assert "UntrustedAllocationRecord" in reasons, reasons
+
+
 def test_standby_replica_follows_the_watch_without_double_booking(
     suite: Suite, tmp_path: Path
 ) -> None:
@@ -864,9 +916,10 @@ def composite_team(suite: Suite, constraints: dict[str, dict[str, Any]] | None =
     PodGroups without a parent. Whether a composite was made."""
     release = suite.stack.cp.release
     composite = bool(release.composite_api)
+    owners: list[dict[str, Any]] = []
     if composite:
         group, version = release.composite_api.split("/")
-        suite.custom.create_namespaced_custom_object(
+        made = suite.custom.create_namespaced_custom_object(
             group,
             version,
             suite.ns,
@@ -881,6 +934,16 @@ def composite_team(suite: Suite, constraints: dict[str, dict[str, Any]] | None =
                 },
             },
         )
+        # The composite adopts its children: owned by it, they count toward its quorum.
+        meta = made["metadata"]
+        owners = [
+            {
+                "apiVersion": release.composite_api,
+                "kind": "CompositePodGroup",
+                "name": meta["name"],
+                "uid": meta["uid"],
+            }
+        ]
     for name, size in (("leader", 1), ("workers", 3)):
         extra: dict[str, Any] = {}
         if composite:
@@ -890,7 +953,7 @@ def composite_team(suite: Suite, constraints: dict[str, dict[str, Any]] | None =
             }
         if constraints and name in constraints:
             extra["schedulingConstraints"] = constraints[name]
-        suite.podgroup(name, size, **extra)
+        suite.podgroup(name, size, owners=owners, **extra)
     return composite
 
 

@@ -89,14 +89,24 @@ def pod_body(
 
 
 def create_podgroup(
-    custom: CustomObjectsApi, namespace: str, name: str, min_count: int, **spec: Any
+    custom: CustomObjectsApi,
+    namespace: str,
+    name: str,
+    min_count: int,
+    *,
+    owners: list[dict[str, Any]] | None = None,
+    **spec: Any,
 ) -> None:
-    """A gang PodGroup of ``min_count`` pods; ``spec`` adds fields (e.g. ``disruptionMode``)."""
+    """A gang PodGroup of ``min_count`` pods; ``spec`` adds fields (e.g. ``disruptionMode``),
+    ``owners`` its ownerReferences."""
     version = selected_release().podgroup_version
+    metadata: dict[str, Any] = {"name": name}
+    if owners:
+        metadata["ownerReferences"] = owners
     body = {
         "apiVersion": f"scheduling.k8s.io/{version}",
         "kind": "PodGroup",
-        "metadata": {"name": name},
+        "metadata": metadata,
         "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}, **spec},
     }
     custom.create_namespaced_custom_object(

@@ -14,7 +14,7 @@ import re
 from starlette.testclient import TestClient
 
 from deviceplugin.metrics import PluginMetrics
-from fluence import ledger, names, reflectors, resources, telemetry
+from fluence import ledger, names, resources, telemetry, untrusted
 from fluence.events import EventRecorder
 from scheduler_extender import requeue
 from scheduler_extender.access import Caller
@@ -56,7 +56,7 @@ def scrape() -> dict[str, list[str]]:
     failing.warn("default", "forged", "", "Probe", "dropped")
     recorder.stop()
     failing.stop()
-    reflectors._undecodable.add(1, {"reflector": "pods"})  # what a skipped object records
+    untrusted.count("Pod", untrusted.UNDECODABLE)  # what a skipped object records
     ledger._preemptions.add(1)  # what evicting a group for a higher-priority one records
     requeue._requeued.add(1)  # what marking a waiting pod that fits now records
     env.ledger.gang_timeout = 0.0

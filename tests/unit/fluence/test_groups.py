@@ -8,21 +8,46 @@ from typing import Any
 import pytest
 
 from fluence import groups, names
-from fluence.pods import CompositePodGroup, PodGroup, decode_compositepodgroup, decode_podgroup
+from fluence.pods import (
+    CompositePodGroup,
+    PodGroup,
+    decode_compositepodgroup,
+    decode_pod,
+    decode_podgroup,
+)
 from tests.unit.fluence.test_pods import make_pod
 
 
-def _pg(api: str, name: str, spec: dict[str, object]) -> PodGroup:
+def _pg(
+    api: str, name: str, spec: dict[str, object], annotations: dict[str, str] | None = None
+) -> PodGroup:
     return decode_podgroup(
         json.dumps(
             {
                 "apiVersion": api,
                 "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": "default"},
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "annotations": annotations or {},
+                },
                 "spec": spec,
             }
         )
     )
+
+
+JOB_OWNER = {"kind": "Job", "name": "train", "uid": "u-1", "controller": True}
+MADE_FOR_JOB = {
+    names.ANNOTATION_CREATED_BY: names.CREATED_BY_WEBHOOK,
+    names.ANNOTATION_CREATED_FOR: "Job/train/u-1",
+}
+
+
+def _owned_pod(name: str, **kw: Any) -> Any:
+    doc = make_pod(name, raw=True, **kw)
+    doc["metadata"]["ownerReferences"] = [JOB_OWNER]
+    return decode_pod(json.dumps(doc))
 
 
 def _lookup(table: dict[tuple[str, str, str], PodGroup]) -> groups.PodGroupLookup:
@@ -54,11 +79,75 @@ def test_fluence_label_takes_its_size_from_the_annotation() -> None:
     assert (ref.key, ref.source, ref.min_count) == ("default/gang3", groups.LABEL_FLUENCE, 4)
 
 
-def test_fluence_label_without_size_falls_back_to_the_podgroup_then_one() -> None:
-    pod = make_pod("a", labels={names.LABEL_GROUP: "g"})
+def test_fluence_label_without_size_falls_back_to_the_podgroup_made_for_it_then_one() -> None:
+    pod = _owned_pod("a", labels={names.LABEL_GROUP: "g"})
     assert groups.identify(pod).min_count == 1
-    pg = _pg("scheduling.k8s.io/v1alpha2", "g", {"schedulingPolicy": {"gang": {"minCount": 5}}})
-    assert groups.identify(pod, _lookup({("scheduling.k8s.io", "default", "g"): pg})).min_count == 5
+    spec: dict[str, object] = {"schedulingPolicy": {"gang": {"minCount": 5}}, "priority": 7}
+    pg = _pg("scheduling.k8s.io/v1alpha2", "g", spec, MADE_FOR_JOB)
+    ref = groups.identify(pod, _lookup({("scheduling.k8s.io", "default", "g"): pg}))
+    assert (ref.min_count, ref.priority) == (5, 7)
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {},  # made by hand
+        {names.ANNOTATION_CREATED_BY: names.CREATED_BY_WEBHOOK},  # for nobody in particular
+        {**MADE_FOR_JOB, names.ANNOTATION_CREATED_FOR: "Job/train/another-uid"},  # another Job
+        {**MADE_FOR_JOB, names.ANNOTATION_CREATED_FOR: "user/mallory"},  # a user's bare pods
+    ],
+)
+def test_a_label_gang_takes_nothing_from_a_podgroup_not_made_for_it(
+    annotations: dict[str, str],
+) -> None:
+    """A planted PodGroup of the gang's name can neither stall it (a quorum it never
+    reaches) nor change its priority or topology."""
+    spec: dict[str, object] = {
+        "schedulingPolicy": {"gang": {"minCount": 500}},
+        "priority": -5,
+        "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/rack"}]},
+    }
+    pg = _pg("scheduling.k8s.io/v1beta1", "g", spec, annotations)
+    table = _lookup({("scheduling.k8s.io", "default", "g"): pg})
+    for pod in (
+        _owned_pod("a", labels={names.LABEL_GROUP: "g"}),
+        make_pod("b", labels={names.LABEL_GROUP: "g"}),
+    ):
+        ref = groups.identify(pod, table)
+        assert (ref.min_count, ref.priority, ref.topology, ref.singly) == (1, None, "", False)
+    sized = _owned_pod(
+        "c", labels={names.LABEL_GROUP: "g"}, annotations={names.ANNOTATION_GROUP_SIZE: "3"}
+    )
+    assert (groups.identify(sized, table).min_count, groups.identify(sized, table).priority) == (
+        3,
+        None,
+    )
+
+
+def _member(name: str, priority: int | None) -> Any:
+    doc = make_pod(name, raw=True, group="g")
+    if priority is not None:
+        doc["spec"]["priority"] = priority
+    return decode_pod(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("group", "members", "expected"),
+    [
+        (None, [100, 100], 100),
+        (None, [100, 0], 0),  # one low member: the group is low
+        (None, [None, 5], 0),  # no priority resolved: 0, as kube-scheduler reads it
+        (10**9, [0, 0], 0),  # a PodGroup claiming more than its pods: theirs
+        (10, [100, 100], 10),  # a PodGroup asking less: its own
+        (-3, [0], -3),
+    ],
+)
+def test_a_groups_priority_never_exceeds_what_admission_resolved_for_its_pods(
+    group: int | None, members: list[int | None], expected: int
+) -> None:
+    ref = groups.GroupRef("default/g", "default", "g", groups.NATIVE, 2, priority=group)
+    pods = [_member(f"m{i}", p) for i, p in enumerate(members)]
+    assert groups.group_priority(ref, pods) == expected
 
 
 def test_scheduler_plugins_label_reads_min_member() -> None:
@@ -188,7 +277,10 @@ class Composites:
         return self.pgs.get(name) if api == names.PODGROUP_GROUP and ns == "default" else None
 
 
-def _child(name: str, parent: str, min_count: int, topology: str = "") -> PodGroup:
+def _child(
+    name: str, parent: str, min_count: int, topology: str = "", *, owned: bool = True
+) -> PodGroup:
+    """A PodGroup naming ``parent``; ``owned``: the composite owns it (its consent)."""
     spec: dict[str, object] = {
         "schedulingPolicy": {"gang": {"minCount": min_count}},
         "parentCompositePodGroupName": parent,
@@ -196,7 +288,18 @@ def _child(name: str, parent: str, min_count: int, topology: str = "") -> PodGro
     }
     if topology:
         spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
-    return _pg("scheduling.k8s.io/v1beta1", name, spec)
+    owners = [{"kind": "CompositePodGroup", "name": parent, "uid": "", "controller": True}]
+    doc = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "ownerReferences": owners if owned else [],
+        },
+        "spec": spec,
+    }
+    return decode_podgroup(json.dumps(doc))
 
 
 GANG_OF_TWO = {
@@ -204,6 +307,33 @@ GANG_OF_TWO = {
     "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]},
     "priority": 7,
 }
+
+
+def test_a_podgroup_the_composite_did_not_adopt_neither_joins_nor_inflates_it() -> None:
+    """Naming a parent is not enough: a planted child would raise the quorum forever."""
+    planted = _child("planted", "team", 500, owned=False)
+    view = Composites(
+        {"team": GANG_OF_TWO},
+        [_child("leader", "team", 1), _child("workers", "team", 3), planted],
+    )
+    ref = groups.identify(make_pod("w-0", group="workers"), view.lookup, view)
+    assert (ref.key, ref.min_count, ref.children) == (
+        "default/composite:team",
+        4,
+        ("leader", "workers"),
+    )
+    own = groups.identify(make_pod("p-0", group="planted"), view.lookup, view)
+    assert (own.key, own.source, own.min_count) == ("default/planted", groups.NATIVE, 500)
+    # Made for the composite (the webhook's annotation) counts as its consent.
+    made = _pg(
+        "scheduling.k8s.io/v1beta1",
+        "made",
+        {"schedulingPolicy": {"gang": {"minCount": 2}}, "parentCompositePodGroupName": "team"},
+        {names.ANNOTATION_CREATED_FOR: "CompositePodGroup/team/"},
+    )
+    view.pgs["made"] = made
+    ref = groups.identify(make_pod("w-0", group="workers"), view.lookup, view)
+    assert (ref.min_count, ref.children) == (6, ("leader", "made", "workers"))
 
 
 def test_children_of_a_gang_composite_are_one_group_of_all_their_pods() -> None:
