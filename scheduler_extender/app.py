@@ -134,7 +134,7 @@ def create_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/state", state_doc, methods=["GET"]),
-        *inspect_routes(scheduler),
+        *inspect_routes(scheduler, limit),
     ]
     if metrics:
         routes.append(Mount("/metrics", app=telemetry.metrics_app()))

@@ -20,10 +20,12 @@ from fluence.group_jobspec import JobspecError
 from fluence.pods import Pod, decode_pod
 from scheduler_extender.explain import explain
 from scheduler_extender.scheduling import Scheduler
+from scheduler_extender.verbs.body import MAX_BODY_SETTING, BadRequest, read_body
 from scheduler_extender.whatif import JobspecInputError, parse_jobspec, plan_group, what_if
 
 JSON = "application/json"
 MAX_JOBSPEC_BYTES = 1 << 20
+"""Cap on a /match or /plan body (or FLUENCE_MAX_BODY_BYTES, if smaller): a jobspec is a few KiB."""
 
 
 MAX_PLAN_PODS = 10_000
@@ -38,6 +40,8 @@ def decode_plan(body: bytes) -> list[Pod]:
         doc = json.loads(body)
     except ValueError as exc:
         raise PlanInputError(f"the body is not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise PlanInputError("the body is nested too deeply") from exc
     items = doc.get("pods") if isinstance(doc, dict) else None
     if not isinstance(items, list) or not items:
         raise PlanInputError('expected {"pods": [Pod, ...]} with at least one pod')
@@ -53,9 +57,11 @@ def _error(status: int, message: str) -> Response:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def inspect_routes(scheduler: Scheduler) -> list[Route]:
+def inspect_routes(scheduler: Scheduler, max_body_bytes: int = MAX_JOBSPEC_BYTES) -> list[Route]:
     """The inspection routes over the scheduler's graph, ledger and pod cache."""
     graph = scheduler.graph
+    limit = min(max_body_bytes, MAX_JOBSPEC_BYTES)
+    setting = f"{MAX_JOBSPEC_BYTES >> 20} MiB on /match and /plan, or {MAX_BODY_SETTING} if less"
 
     async def explain_pod(request: Request) -> Response:
         ref = request.query_params.get("pod", "")
@@ -82,22 +88,28 @@ def inspect_routes(scheduler: Scheduler) -> list[Route]:
 
         return Response(await run_in_threadpool(render), media_type=JSON)
 
+    def match_body(body: bytes) -> dict[str, Any]:
+        spec = parse_jobspec(body)
+        doc = what_if(graph, spec)
+        doc["jobspec"] = spec
+        return doc
+
     async def match(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_JOBSPEC_BYTES:
-            return _error(413, f"jobspec is {len(body)} bytes; the limit is {MAX_JOBSPEC_BYTES}")
         try:
-            spec = parse_jobspec(body)
-            doc: dict[str, Any] = await run_in_threadpool(what_if, graph, spec)
+            body = await read_body(request, limit, setting)
+            # Parsing YAML is pure Python: a large body is parsed off the event loop too.
+            doc = await run_in_threadpool(match_body, body)
+        except BadRequest as exc:
+            return _error(exc.status, exc.message)
         except JobspecInputError as exc:
             return _error(400, str(exc))
-        doc["jobspec"] = spec
         return Response(msgspec.json.encode(doc), media_type=JSON)
 
     async def plan(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_JOBSPEC_BYTES:
-            return _error(413, f"body is {len(body)} bytes; the limit is {MAX_JOBSPEC_BYTES}")
+        try:
+            body = await read_body(request, limit, setting)
+        except BadRequest as exc:
+            return _error(exc.status, exc.message)
         try:
             pods = decode_plan(body)
         except PlanInputError as exc:

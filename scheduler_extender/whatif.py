@@ -34,19 +34,84 @@ class JobspecInputError(ValueError):
     """The request body is not a jobspec the matcher can read; the message says what to fix."""
 
 
+MAX_JOBSPEC_DEPTH = 64
+"""Nested mappings and lists a jobspec may have; real ones have about a dozen."""
+
+
+class _JobspecLoader(yaml.SafeLoader):
+    """A safe loader that refuses anchors and aliases, and nesting past MAX_JOBSPEC_DEPTH.
+
+    An alias loads as a second reference to one object, but every JSON encoding
+    of the result (the matcher's input, the reply) writes it out in full: a few
+    hundred bytes of nested aliases would become hundreds of MiB. Refused when
+    the parser meets them, nothing is expanded. The depth bound keeps the
+    composer (recursive) far from Python's recursion limit.
+    """
+
+    def __init__(self, stream: bytes) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event: yaml.NodeEvent = self.peek_event()  # type: ignore[no-untyped-call]
+        mark = event.start_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "in the body"
+        if event.anchor is not None:  # an alias carries the anchor it refers to
+            sigil = "*" if isinstance(event, yaml.AliasEvent) else "&"
+            raise JobspecInputError(
+                f"YAML anchors and aliases are refused ({sigil}{event.anchor} at {where}); "
+                "write the repeated parts out in full"
+            )
+        if self._depth >= MAX_JOBSPEC_DEPTH:
+            raise JobspecInputError(
+                f"the jobspec nests deeper than {MAX_JOBSPEC_DEPTH} levels ({where})"
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _check_plain(doc: Any) -> None:
+    """Refuse what YAML loads beyond JSON's types (dates, sets, bytes, non-string keys).
+
+    The loader refused aliases, so the document is a tree and this walk is as
+    long as the body.
+    """
+    stack = [doc]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise JobspecInputError(f"mapping key {key!r:.60} is not a string")
+                stack.append(item)
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif value is not None and not isinstance(value, (str, int, float)):
+            raise JobspecInputError(
+                f"{value!r:.60} is a {type(value).__name__}: a jobspec holds only JSON values"
+            )
+
+
 def parse_jobspec(body: bytes) -> dict[str, Any]:
     """A jobspec given as YAML or JSON (JSON is YAML) -> its mapping."""
     if not body.strip():
         raise JobspecInputError("the request body is empty: send a jobspec as YAML or JSON")
     try:
-        doc = yaml.safe_load(body)
-    except yaml.YAMLError as exc:
+        doc = yaml.load(body, Loader=_JobspecLoader)
+    except JobspecInputError:
+        raise
+    except (yaml.YAMLError, ValueError) as exc:
+        # ValueError: an integer past Python's digit limit for int().
         raise JobspecInputError(f"the body is neither YAML nor JSON: {exc}") from exc
     if not isinstance(doc, dict) or "resources" not in doc:
         raise JobspecInputError(
             "the body is not a jobspec: expected a mapping with 'version', 'resources', "
             "'attributes' and 'tasks' (see docs/observability.md, kubectl fluence match)"
         )
+    _check_plain(doc)
     return doc
 
 

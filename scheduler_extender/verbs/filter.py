@@ -14,31 +14,29 @@ from __future__ import annotations
 
 import asyncio
 
-import msgspec
 from starlette.requests import Request
 
 from scheduler_extender import wire
 from scheduler_extender.scheduling import Scheduler
-from scheduler_extender.verbs.body import BadRequest, decode, pod_of, read_body
+from scheduler_extender.verbs.body import candidates_of, decode, pod_of, read_body
 
 
 async def handle(request: Request, scheduler: Scheduler, limit: int) -> bytes:
     args = decode(wire.filter_args, await read_body(request, limit), "ExtenderArgs")
     pod = pod_of(args.pod)
-    candidates = args.candidates()
-    try:
-        if scheduler.would_block():
-            out = await asyncio.to_thread(scheduler.filter, pod, candidates)
-        else:
-            out = scheduler.filter(pod, candidates)
-    except msgspec.ValidationError as exc:
-        raise BadRequest(400, f"malformed ExtenderArgs.NodeNames: {exc}") from exc
+    candidates = candidates_of(args)
+    if scheduler.would_block():
+        out = await asyncio.to_thread(scheduler.filter, pod, candidates)
+    else:
+        out = scheduler.filter(pod, candidates)
     result = wire.ExtenderFilterResult(
         failed_nodes=out.failed, failed_and_unresolvable=out.unresolvable, error=out.error
     )
     if args.nodes is not None and not args.has_node_names:
         keep = set(out.nodes)
-        items = [raw for raw in args.nodes.items if wire.node_name(raw) in keep]
+        # The names were read from these items, in their order (candidates_of).
+        pairs = zip(args.nodes.items, candidates, strict=True)
+        items = [raw for raw, name in pairs if name in keep]
         result.nodes = wire.NodeList(items=items, metadata={}, api_version="v1", kind="NodeList")
     else:
         result.node_names = out.nodes

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import msgspec
 from starlette.requests import Request
 
 from scheduler_extender import wire
 from scheduler_extender.scheduling import Scheduler
-from scheduler_extender.verbs.body import BadRequest, decode, pod_of, read_body
+from scheduler_extender.verbs.body import candidates_of, decode, pod_of, read_body
 
 
 async def handle(request: Request, scheduler: Scheduler, limit: int) -> bytes:
     args = decode(wire.filter_args, await read_body(request, limit), "ExtenderArgs")
     pod = pod_of(args.pod)
-    try:
-        scores = scheduler.prioritize(pod, args.candidates())
-    except msgspec.ValidationError as exc:
-        raise BadRequest(400, f"malformed ExtenderArgs.NodeNames: {exc}") from exc
+    scores = scheduler.prioritize(pod, candidates_of(args))
     return wire.encoder.encode([wire.HostPriority(host=h, score=s) for h, s in scores])

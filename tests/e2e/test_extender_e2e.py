@@ -627,7 +627,10 @@ def test_hostile_pods_in_the_api_server_do_not_stop_a_restarted_extender(suite: 
     suite.pod("waits", cpu="3")
     assert suite.wait_bound("fits") == {"fits": node}
     wait_for(
-        lambda: "does not fit now" in suite.unschedulable_message("waits"),
+        lambda: (
+            "Insufficient cpu" in suite.unschedulable_message("waits")
+            or "does not fit now" in suite.unschedulable_message("waits")
+        ),
         30,
         "the 3-cpu pod to be refused for want of room",
         lambda: suite.describe("waits"),

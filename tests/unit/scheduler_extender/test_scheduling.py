@@ -65,11 +65,35 @@ def test_null_and_absent_names_are_empty() -> None:
     assert not args.has_node_names and list(args.candidates()) == []
 
 
-def test_a_non_string_list_fails_when_decoded() -> None:
-    lazy = Candidates.from_json(b"[1, 2]")
-    assert "1" not in lazy  # the byte search only finds quoted names
+@pytest.mark.parametrize(
+    "raw",
+    [b"[1, 2]", b"[1]", b"[ null ]", b'["a", 1]', b'["a", ["b"]]', b'[{"a": "b"}]', b'"a"', b"{}"],
+)
+def test_anything_but_a_list_of_names_is_refused_on_arrival(raw: bytes) -> None:
     with pytest.raises(msgspec.ValidationError):
-        lazy.names()
+        Candidates.from_json(raw)
+
+
+_SCALAR = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+_ELEMENT = _SCALAR | st.lists(_SCALAR, max_size=2) | st.dictionaries(st.text(), _SCALAR, max_size=2)
+
+
+@given(st.lists(NAME | _ELEMENT, max_size=8), st.sampled_from(["", " ", "\n  "]))
+def test_the_arrival_check_agrees_with_decoding(items: list[Any], space: str) -> None:
+    """Checked without decoding, a list is kept exactly when every element is a string."""
+    raw = json.dumps(items, separators=("," + space, ":")).encode()
+    if all(isinstance(i, str) for i in items):
+        lazy = Candidates.from_json(raw)
+        assert list(lazy) == items and len(lazy) == len(items)
+    else:
+        with pytest.raises(msgspec.ValidationError):
+            Candidates.from_json(raw)
 
 
 # ---- PodsByGroup -------------------------------------------------------------------------
