@@ -420,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             workdir,
             resources=ROOT / "examples" / "resources.yaml",
             kubeconfig=cp.kubeconfig,
+            client=cp.webhook_client,
         ) as hook,
     ):
         assert hook.proc is not None
@@ -435,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
                     resources=ROOT / "examples" / "resources.yaml",
                     kubeconfig=cp.kubeconfig,
                     extra_env={"FLUENCE_HTTP2": "false"},
+                    client=cp.webhook_client,
                 )
             )
             assert hook_h1.proc is not None

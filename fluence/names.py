@@ -58,6 +58,17 @@ WEBHOOK_NAME = f"pods.{DOMAIN}"
 WEBHOOK_PATH = "/mutate"
 CERT_MANAGER_INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
 """Annotation asking cert-manager's cainjector to keep a webhook's caBundle current."""
+WEBHOOK_CLIENT_CA_CONFIGMAP = "fluence-webhook-client-ca"
+"""ConfigMap (key ``ca.crt``) with the CA that signs the API server's webhook client
+certificate: the only callers the webhook then answers."""
+WEBHOOK_CLIENT_CA_KEY = "ca.crt"
+
+# The API server's admission plugin configuration (--admission-control-config-file),
+# through which it presents a client certificate to webhooks.
+ADMISSION_CONFIG_API = "apiserver.config.k8s.io/v1"
+ADMISSION_CONFIG_KIND = "AdmissionConfiguration"
+WEBHOOK_ADMISSION_KIND = "WebhookAdmissionConfiguration"
+MUTATING_ADMISSION_PLUGIN = "MutatingAdmissionWebhook"
 
 # Other projects' group labels that fluence honours.
 LABEL_K8S_POD_GROUP = "scheduling.k8s.io/pod-group"

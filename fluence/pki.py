@@ -2,9 +2,10 @@
 
 The webhook uses it for its self-signed setup (``fluence-webhook certs``); the local
 control plane for the apiserver's serving certificate, the admin client certificate,
-the service-account key pair, and serving certificates for local webhooks whose CA
-goes into a caBundle. Everything is ECDSA P-256, which is quick to generate and
-accepted by Go and Python TLS alike.
+the service-account key pair, serving certificates for local webhooks whose CA
+goes into a caBundle, and the client certificate the apiserver presents to webhooks
+(from a CA of its own, which is all a webhook trusts). Everything is ECDSA P-256,
+which is quick to generate and accepted by Go and Python TLS alike.
 """
 
 from __future__ import annotations
@@ -217,9 +218,47 @@ class CertificateAuthority:
             _name(common_name or hosts[0]), ExtendedKeyUsageOID.SERVER_AUTH, hosts, validity
         )
 
-    def issue_client(self, common_name: str, organizations: tuple[str, ...] = ()) -> IssuedCert:
+    def issue_client(
+        self,
+        common_name: str,
+        organizations: tuple[str, ...] = (),
+        *,
+        validity: datetime.timedelta | None = None,
+    ) -> IssuedCert:
         """A TLS client certificate; Kubernetes reads CN as the user and O as groups."""
-        return self._issue(_name(common_name, organizations), ExtendedKeyUsageOID.CLIENT_AUTH)
+        return self._issue(
+            _name(common_name, organizations), ExtendedKeyUsageOID.CLIENT_AUTH, validity=validity
+        )
+
+
+@dataclass(frozen=True)
+class ClientFiles:
+    """A client certificate and key on disk, and the CA a server must trust to accept it."""
+
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+
+def issue_client_cert(
+    directory: Path | str,
+    common_name: str,
+    *,
+    ca: CertificateAuthority | None = None,
+    stem: str = "client",
+) -> ClientFiles:
+    """Write ``<stem>-ca.crt``, ``<stem>.crt`` and ``<stem>.key`` for a TLS client.
+
+    Uses a fresh CA unless one is given (the CA's key is not written). A server
+    verifying clients against ``ca_file`` accepts this certificate and no other CA's.
+    """
+    authority = ca if ca is not None else CertificateAuthority(f"{common_name}-ca")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_file = directory / f"{stem}-ca.crt"
+    ca_file.write_bytes(authority.cert_pem)
+    cert_file, key_file = authority.issue_client(common_name).write(directory, stem)
+    return ClientFiles(ca_file, cert_file, key_file)
 
 
 def write_service_account_keys(directory: Path) -> tuple[Path, Path]:

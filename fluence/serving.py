@@ -33,23 +33,53 @@ class TLSFiles:
 
 
 class ReloadingTLS:
-    """An SSLContext whose certificate chain is reloaded when its files change."""
+    """TLS for a server whose certificate chain, and client CA if any, follow their files.
 
-    def __init__(self, files: TLSFiles, *, http2: bool = True) -> None:
+    With ``client_ca`` every client must present a certificate that CA signed
+    (mutual TLS) and nothing else is trusted: the context is built bare, not
+    from ``ssl.create_default_context``, which would also trust every public CA
+    of the system store. A CA loaded into a context cannot be taken out again,
+    so each reload builds a new context, and the listening context hands every
+    new connection to the newest one from its SNI callback (OpenSSL calls it
+    with or without SNI in the client hello).
+    """
+
+    def __init__(
+        self, files: TLSFiles, *, http2: bool = True, client_ca: Path | None = None
+    ) -> None:
         self.files = files
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.client_ca = client_ca
         # Clients pick HTTP/2 only when it is offered here (ALPN).
-        self.context.set_alpn_protocols(["h2", "http/1.1"] if http2 else ["http/1.1"])
+        self._alpn = ["h2", "http/1.1"] if http2 else ["http/1.1"]
         # The first load must succeed: a server without a certificate fails every handshake.
         self._stamp = self._current_stamp()
-        self.context.load_cert_chain(self.files.cert, self.files.key)
+        self.context = self._build()
+        self.current = self.context
+        """The newest context, which new connections get."""
+        self.context.sni_callback = self._hand_over
 
-    def _current_stamp(self) -> tuple[float, float]:
-        return (os.stat(self.files.cert).st_mtime, os.stat(self.files.key).st_mtime)
+    def _paths(self) -> list[Path]:
+        return [self.files.cert, self.files.key, *([self.client_ca] if self.client_ca else [])]
+
+    def _current_stamp(self) -> tuple[float, ...]:
+        return tuple(os.stat(p).st_mtime for p in self._paths())
+
+    def _build(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_alpn_protocols(self._alpn)
+        context.load_cert_chain(self.files.cert, self.files.key)
+        if self.client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cafile=self.client_ca)
+        return context
+
+    def _hand_over(self, connection: ssl.SSLObject, _name: str | None, _ctx: Any) -> None:
+        if self.current is not self.context:
+            connection.context = self.current
 
     def reload_if_changed(self) -> bool:
-        """Load the files if they changed since the last load; a bad pair keeps the old one."""
+        """Load the files if they changed since the last load; a bad set keeps the old one."""
         try:
             stamp = self._current_stamp()
         except OSError as e:
@@ -58,11 +88,14 @@ class ReloadingTLS:
         if stamp == self._stamp:
             return False
         try:
-            self.context.load_cert_chain(self.files.cert, self.files.key)
+            self.current = self._build()
         except (ssl.SSLError, OSError) as e:
             log.error("tls reload failed, keeping the old certificate", extra={"error": str(e)})
             return False
-        log.info("tls certificate reloaded", extra={"cert": str(self.files.cert)})
+        log.info(
+            "tls certificate reloaded",
+            extra={"cert": str(self.files.cert), "client_ca": str(self.client_ca or "")},
+        )
         self._stamp = stamp
         return True
 
@@ -85,10 +118,17 @@ class _Config(Config):
         return self.tls.context if self.tls else None
 
 
-def hypercorn_config(bind: str, tls: ReloadingTLS | None = None) -> Config:
+def hypercorn_config(
+    bind: str, tls: ReloadingTLS | None = None, insecure_bind: str | None = None
+) -> Config:
+    """``insecure_bind`` adds a plain-HTTP socket beside a TLS one (scope scheme ``http``)."""
     config = _Config()
-    config.bind = [bind]
     config.tls = tls
+    if tls is not None:
+        config.bind = [bind]
+        config.insecure_bind = [insecure_bind] if insecure_bind else []
+    else:
+        config.bind = [bind, *([insecure_bind] if insecure_bind else [])]
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.keep_alive_timeout = 75
@@ -104,6 +144,8 @@ async def serve_app(
     bind: str,
     *,
     tls_files: TLSFiles | None = None,
+    client_ca: Path | None = None,
+    insecure_bind: str | None = None,
     background: list[Callable[[], Coroutine[Any, Any, None]]] | None = None,
     on_ready: Callable[[], None] | None = None,
     http2: bool = True,
@@ -111,10 +153,13 @@ async def serve_app(
     """Serve until SIGTERM/SIGINT, running background coroutines beside the server.
 
     ``http2=False`` offers only HTTP/1.1 to TLS clients: Hypercorn's HTTP/2 costs
-    more CPU per request (bench/serving.py).
+    more CPU per request (bench/serving.py). ``client_ca`` makes TLS clients
+    present a certificate it signed; ``insecure_bind`` also serves plain HTTP
+    there (for probes and scrapes that hold no client certificate), and the app
+    tells the two apart by the scope's ``scheme``.
     """
-    tls = ReloadingTLS(tls_files, http2=http2) if tls_files else None
-    config = hypercorn_config(bind, tls)
+    tls = ReloadingTLS(tls_files, http2=http2, client_ca=client_ca) if tls_files else None
+    config = hypercorn_config(bind, tls, insecure_bind)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -124,7 +169,15 @@ async def serve_app(
         tasks.append(asyncio.create_task(tls.watch()))
     if on_ready:
         on_ready()
-    log.info("serving", extra={"bind": bind, "tls": bool(tls)})
+    log.info(
+        "serving",
+        extra={
+            "bind": bind,
+            "tls": bool(tls),
+            "client_certificates": bool(tls and tls.client_ca),
+            "insecure_bind": insecure_bind,
+        },
+    )
     try:
         await serve(app, config, shutdown_trigger=stop.wait)
     finally:

@@ -41,6 +41,7 @@ from testbed.processes import (
     wait_until,
 )
 from testbed.rest import KubeApiError, KubeRest, client_ssl_context
+from webhook.certs import admission_configuration, admission_kubeconfig
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -292,6 +293,20 @@ class ControlPlane(StartStop):
     def kubeconfig(self) -> Path:
         return self.workdir / "admin.kubeconfig"
 
+    @property
+    def webhook_client(self) -> pki.ClientFiles:
+        """The client certificate this apiserver presents to admission webhooks, its key, and
+        the CA that signed it (a CA for that alone): a webhook's ``FLUENCE_CLIENT_CA``."""
+        d = self.pki_dir
+        return pki.ClientFiles(
+            d / "webhook-client-ca.crt", d / "webhook-client.crt", d / "webhook-client.key"
+        )
+
+    @property
+    def admission_config_file(self) -> Path:
+        """The apiserver's --admission-control-config-file."""
+        return self.pki_dir / "admission-config.yaml"
+
     def log_path(self, component: str) -> Path:
         return self.workdir / "logs" / f"{component}.log"
 
@@ -404,6 +419,33 @@ class ControlPlane(StartStop):
         ca.issue_client("admin", ("system:masters",)).write(self.pki_dir, "admin")
         pki.write_service_account_keys(self.pki_dir)
         self.ca = ca
+        self._write_admission_config()
+
+    def _write_admission_config(self) -> None:
+        """The apiserver presents a client certificate to every admission webhook.
+
+        As a cluster admin configures it for fluence (webhook/README.md): a CA made for
+        that alone signs it, and the webhooks the tests start trust only that CA. The
+        kubeconfig's user is ``*`` because tests register webhooks by URL on changing
+        ports; a cluster names the webhook's Service instead.
+        """
+        files = pki.issue_client_cert(
+            self.pki_dir,
+            "kube-apiserver-webhook-client",
+            ca=pki.CertificateAuthority("fluence-webhook-client-ca"),
+            stem="webhook-client",
+        )
+        kubeconfig = self.pki_dir / "admission.kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                admission_kubeconfig("*", cert_file=files.cert_file, key_file=files.key_file),
+                sort_keys=False,
+            )
+        )
+        kubeconfig.chmod(0o600)
+        self.admission_config_file.write_text(
+            yaml.safe_dump(admission_configuration(kubeconfig), sort_keys=False)
+        )
 
     # etcd -------------------------------------------------------------------------
 
@@ -469,6 +511,7 @@ class ControlPlane(StartStop):
             *(self._pod_network_args() if self.pod_network else self._loopback_args()),
             f"--feature-gates={self.feature_gates}",
             f"--runtime-config={self.release.runtime_config}",
+            f"--admission-control-config-file={self.admission_config_file}",
             *self.apiserver_args,
         ]
         self._apiserver = ManagedProcess(

@@ -4,7 +4,7 @@ It starts a real etcd, kube-apiserver and kube-controller-manager with
 simulated nodes run by KWOK and, where the machine allows containers, this
 machine as a real node (containerd and the kubelet), the device plugin (whose
 devices become node capacity: the real node's, else the simulated nodes'), the
-mutating webhook over TLS, the scheduler extender behind a dedicated
+mutating webhook over mutual TLS, the scheduler extender behind a dedicated
 kube-scheduler, applies the examples and prints where every pod went, which
 quantum backend it got and what the quantum pod's container printed (on the
 real node) or will read (on a simulated one). Then it stops everything in
@@ -303,6 +303,7 @@ class Demo:
         self.device_plugin: ManagedProcess | None = None
         self.webhook: ManagedProcess | None = None
         self.webhook_url = ""
+        self.webhook_probe_url = ""
         self.webhook_ca = b""
         self.extender: ManagedProcess | None = None
         self.extender_candidate_url = ""
@@ -458,15 +459,19 @@ class Demo:
         cert, key, self.webhook_ca = issue_serving_cert(
             tls_dir, ["127.0.0.1", "localhost"], ca=cp.ca
         )
-        port = free_port()
+        port, probe_port = free_port(), free_port()
         self.webhook_url = f"https://127.0.0.1:{port}"
+        self.webhook_probe_url = f"http://127.0.0.1:{probe_port}"
+        # Only the apiserver's webhook client certificate gets a review answered.
         self.webhook = self._process(
             "fluence-webhook",
             _console_script("fluence-webhook", "webhook"),
             _child_env(
                 bind=f"127.0.0.1:{port}",
+                probe_bind=f"127.0.0.1:{probe_port}",
                 tls_cert=str(cert),
                 tls_key=str(key),
+                client_ca=str(cp.webhook_client.ca_file),
                 resources=str(RESOURCES),
                 kubeconfig=str(cp.kubeconfig),
                 gang="true",
@@ -474,13 +479,12 @@ class Demo:
         )
 
     def start_webhook(self) -> None:
-        self.console.step("mutating webhook over TLS, registered with the apiserver by URL")
+        self.console.step("mutating webhook over mutual TLS, registered with the apiserver by URL")
         self._launched("webhook")
         assert self.webhook is not None
         url, ca_pem = self.webhook_url, self.webhook_ca
-        verify = ssl.create_default_context(cadata=ca_pem.decode())
         wait_until(
-            _http_ready(f"{url}/readyz", verify),
+            _http_ready(f"{self.webhook_probe_url}/readyz"),
             timeout_s=COMPONENT_TIMEOUT_S,
             what="ready",
             process=self.webhook,

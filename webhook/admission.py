@@ -18,6 +18,12 @@ from webhook.review import AdmissionRequest, Pod, UserInfo, allow, decode_pod, d
 
 log = logging.getLogger(__name__)
 
+UNAUTHENTICATED_GANG = (
+    "the fluence webhook runs without client authentication, so it creates no PodGroup: "
+    "create it yourself and set spec.schedulingGroup, or set the "
+    f"{names.ANNOTATION_GROUP_SIZE} annotation to gang the pod by its label"
+)
+
 
 @dataclass
 class Mutation:
@@ -51,17 +57,25 @@ def mutate(
 
 
 class Admission:
-    """Answers AdmissionReviews for pod CREATE."""
+    """Answers AdmissionReviews for pod CREATE.
+
+    ``authenticated`` is False when anyone may post a review: then ``wiring`` and
+    ``runtimes`` must be None too (see :func:`webhook.__main__.build_admission`), and
+    a pod that asks for a gang is told how to get one without the webhook.
+    """
 
     def __init__(
         self,
         contract: Callable[[], env.EnvContract],
         wiring: gang.GangWiring | None = None,
         runtimes: JobRuntimes | None = None,
+        *,
+        authenticated: bool = True,
     ) -> None:
         self.contract = contract
         self.wiring = wiring
         self.runtimes = runtimes
+        self.authenticated = authenticated
 
     async def review(self, body: bytes) -> bytes:
         """The encoded response review; :class:`~webhook.review.ReviewError` for a bad request."""
@@ -92,6 +106,8 @@ class Admission:
             return allow(request.uid, warnings=[f"fluence webhook left the pod unchanged: {e}"])
         mutation = mutate(pod, request.namespace, self.contract(), request.user_info)
         calls = []
+        if mutation.gang is not None and not self.authenticated:
+            mutation.warnings.append(UNAUTHENTICATED_GANG)
         if mutation.gang is not None and self.wiring is not None:
             calls.append(
                 self.wiring.wire(

@@ -3,6 +3,10 @@
 ``/mutate`` is a plain ASGI endpoint rather than a request/response function:
 every pod creation in the cluster waits on it, and skipping the framework's
 request and response objects halves the time spent outside the decision.
+
+The same app serves the TLS port and the plain probe port; ``/mutate`` answers
+only on TLS (scope scheme ``https``), where with a client CA only the API
+server gets through the handshake.
 """
 
 from __future__ import annotations
@@ -20,10 +24,19 @@ from fluence import telemetry
 from fluence.serving import BodyTooLarge, read_capped_body
 from webhook.admission import Admission
 from webhook.review import ReviewError
-from webhook.settings import WebhookSettings
+from webhook.settings import ClientAuth, WebhookSettings
 
 _JSON = [(b"content-type", b"application/json")]
 _TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
+_PLAIN_REFUSED = (
+    b"POST /mutate is answered over TLS only (FLUENCE_BIND), not on the plain probe port"
+)
+
+_client_auth = telemetry.meter("fluence.webhook").create_gauge(
+    "fluence_webhook_client_auth",
+    description="1 for the client authentication in force: mtls (only the API server's "
+    "certificate is answered) or none (no PodGroups, no Job reads)",
+)
 
 
 class MutateEndpoint:
@@ -43,6 +56,9 @@ class MutateEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watch = telemetry.Stopwatch()
         status, headers = 200, _JSON
+        if scope.get("scheme") != "https":
+            await self._answer(send, 403, _TEXT, _PLAIN_REFUSED, watch)
+            return
         try:
             body = await self.admission.review(
                 await read_capped_body(scope, receive, self.max_body_bytes)
@@ -59,6 +75,16 @@ class MutateEndpoint:
         except ReviewError as e:
             status, headers = 400, _TEXT
             body = str(e).encode()
+        await self._answer(send, status, headers, body, watch)
+
+    async def _answer(
+        self,
+        send: Send,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        watch: telemetry.Stopwatch,
+    ) -> None:
         headers = [*headers, (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -71,16 +97,24 @@ def create_app(
     admission: Admission,
     *,
     ready: Callable[[], bool] = lambda: True,
+    client_auth: ClientAuth = ClientAuth.NONE,
 ) -> Starlette:
-    """The Starlette app; ``ready`` backs ``/readyz`` (false until startup work is done)."""
+    """The Starlette app; ``ready`` backs ``/readyz`` (false until startup work is done).
+
+    ``client_auth`` is reported where an operator looks: ``/readyz``'s body and the
+    ``fluence_webhook_client_auth`` gauge.
+    """
+    for mode in ClientAuth:
+        _client_auth.set(int(mode is client_auth), {"mode": mode.value})
+    said = f"client auth: {client_auth.value}"
 
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
     async def readyz(request: Request) -> Response:
         if ready():
-            return PlainTextResponse("ok")
-        return PlainTextResponse("not ready", status_code=503)
+            return PlainTextResponse(f"ok; {said}")
+        return PlainTextResponse(f"not ready; {said}", status_code=503)
 
     mutate: Any = MutateEndpoint(admission, settings.max_body_bytes)
     return Starlette(

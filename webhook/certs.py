@@ -29,10 +29,22 @@ The server reloads the files when the Secret changes, so renewing needs no
 restart. With cert-manager, skip all this: the chart's CA issuer chain and the
 ``cert-manager.io/inject-ca-from`` annotation do the same.
 
+``--apiserver-client DIR`` makes the other direction: what the API server needs
+to prove itself to the webhook (mutual TLS). It keeps a CA for that alone in
+``DIR/client-ca`` and writes ``DIR/client-ca.crt`` (the bundle the webhook
+trusts: ``--client-ca-configmap`` also stores it in that ConfigMap),
+``DIR/admission-kubeconfig.yaml`` (a user named after the webhook's Service,
+holding a client certificate from that CA) and ``DIR/admission-config.yaml``
+(the AdmissionConfiguration for kube-apiserver's
+``--admission-control-config-file``, pointing at ``--admission-kubeconfig-path``,
+where the kubeconfig is copied on the control-plane hosts).
+
 Example::
 
     fluence-webhook certs --service fluence-webhook --namespace kube-system \\
         --secret fluence-webhook-tls --webhook-config fluence-webhook
+    fluence-webhook certs --service fluence-webhook --namespace kube-system \\
+        --apiserver-client ./apiserver --client-ca-configmap fluence-webhook-client-ca
 """
 
 from __future__ import annotations
@@ -48,14 +60,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
+from fluence import names as k8s_names
 from fluence.pki import CertificateAuthority
 
 log = logging.getLogger(__name__)
 
 CA_COMMON_NAME = "fluence-webhook-ca"
+CLIENT_CA_COMMON_NAME = "fluence-webhook-client-ca"
+CLIENT_COMMON_NAME = "kube-apiserver-fluence-webhook-client"
+ADMISSION_KUBECONFIG_PATH = "/etc/kubernetes/fluence/admission-kubeconfig.yaml"
 BACKDATE = dt.timedelta(hours=1)
 """Validity starts an hour back, so that clocks a little behind ours accept a new certificate."""
 
@@ -115,14 +132,22 @@ def _left(cert: x509.Certificate) -> dt.timedelta:
     return cert.not_valid_after_utc - _now()
 
 
-def new_authority(*, days: int = 3650, previous: Authority | None = None) -> Authority:
+def new_authority(
+    *, days: int = 3650, previous: Authority | None = None, common_name: str = CA_COMMON_NAME
+) -> Authority:
     """A fresh CA; ``previous`` (the CA it replaces) stays trusted until it expires."""
-    ca = CertificateAuthority(CA_COMMON_NAME, validity=dt.timedelta(days=days), backdate=BACKDATE)
+    ca = CertificateAuthority(common_name, validity=dt.timedelta(days=days), backdate=BACKDATE)
     older = previous.bundle_pem() if previous is not None else b""
     return Authority(ca.cert_pem, ca.key_pem, older)
 
 
-def renew_authority(authority: Authority | None, *, days: int, renew_days: int) -> Authority:
+def renew_authority(
+    authority: Authority | None,
+    *,
+    days: int,
+    renew_days: int,
+    common_name: str = CA_COMMON_NAME,
+) -> Authority:
     """``authority`` while it has more than ``renew_days`` left, else its successor."""
     if authority is not None:
         try:
@@ -130,11 +155,11 @@ def renew_authority(authority: Authority | None, *, days: int, renew_days: int) 
             authority.ca()
         except ValueError:
             log.warning("the stored CA is unreadable; making a new one")
-            return new_authority(days=days)
+            return new_authority(days=days, common_name=common_name)
         if _left(current) > dt.timedelta(days=renew_days):
             return authority
         log.info("the CA is due for renewal; the old one stays trusted until it expires")
-    return new_authority(days=days, previous=authority)
+    return new_authority(days=days, previous=authority, common_name=common_name)
 
 
 def issue(authority: Authority, names: Sequence[str], *, days: int) -> CertBundle:
@@ -282,15 +307,16 @@ class SecretStore:
             self.core.replace_namespaced_secret(name, self.namespace, body)
 
     def load(self) -> tuple[Authority | None, CertBundle | None, Any, Any]:
+        """What the Secrets hold; a Secret made empty at install (the chart's) holds nothing."""
         ca_secret, tls_secret = self._read(self.ca_name), self._read(self.name)
         authority = bundle = None
-        if ca_secret is not None and ca_secret.data:
+        if ca_secret is not None and _unb64(ca_secret.data or {}, "ca.crt"):
             authority = Authority(
                 _unb64(ca_secret.data, "ca.crt"),
                 _unb64(ca_secret.data, "ca.key"),
                 _unb64(ca_secret.data, "previous.crt"),
             )
-        if tls_secret is not None and tls_secret.data:
+        if tls_secret is not None and _unb64(tls_secret.data or {}, "tls.crt"):
             bundle = CertBundle(
                 _unb64(tls_secret.data, "ca.crt"),
                 _unb64(tls_secret.data, "tls.crt"),
@@ -306,6 +332,110 @@ class SecretStore:
     def store_bundle(self, bundle: CertBundle, existing: Any) -> None:
         data = {"tls.crt": bundle.cert_pem, "tls.key": bundle.key_pem, "ca.crt": bundle.ca_pem}
         self._write(existing, self.name, "kubernetes.io/tls", data)
+
+
+def admission_kubeconfig(
+    user: str,
+    *,
+    cert_file: Path | None = None,
+    key_file: Path | None = None,
+    cert_pem: bytes = b"",
+    key_pem: bytes = b"",
+) -> dict[str, Any]:
+    """The kubeconfig the API server reads its webhook client credentials from.
+
+    The API server picks the ``users`` entry named after the webhook it calls:
+    ``<service>.<namespace>.svc`` (with or without ``:<port>``), ``host:port`` for a
+    URL, or ``*`` for every webhook. Files by path, or the PEM embedded.
+    """
+    if cert_file is not None and key_file is not None:
+        credentials = {"client-certificate": str(cert_file), "client-key": str(key_file)}
+    else:
+        credentials = {"client-certificate-data": _b64(cert_pem), "client-key-data": _b64(key_pem)}
+    return {"apiVersion": "v1", "kind": "Config", "users": [{"name": user, "user": credentials}]}
+
+
+def admission_configuration(kubeconfig: Path | str) -> dict[str, Any]:
+    """kube-apiserver's ``--admission-control-config-file``: mutating webhooks are called
+    with the credentials of ``kubeconfig`` (an absolute path on the API server's host)."""
+    return {
+        "apiVersion": k8s_names.ADMISSION_CONFIG_API,
+        "kind": k8s_names.ADMISSION_CONFIG_KIND,
+        "plugins": [
+            {
+                "name": k8s_names.MUTATING_ADMISSION_PLUGIN,
+                "configuration": {
+                    "apiVersion": k8s_names.ADMISSION_CONFIG_API,
+                    "kind": k8s_names.WEBHOOK_ADMISSION_KIND,
+                    "kubeConfigFile": str(kubeconfig),
+                },
+            }
+        ],
+    }
+
+
+def store_client_ca(api_client: Any, namespace: str, name: str, bundle: bytes) -> None:
+    """Create or replace the ConfigMap the webhook mounts its client CA from."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core = client.CoreV1Api(api_client)
+    body = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+        data={k8s_names.WEBHOOK_CLIENT_CA_KEY: bundle.decode("ascii")},
+    )
+    try:
+        core.replace_namespaced_config_map(name, namespace, body)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        core.create_namespaced_config_map(namespace, body)
+
+
+def run_apiserver_client(args: argparse.Namespace) -> int:
+    """``--apiserver-client DIR``: the API server's webhook client credentials (module docstring).
+
+    The CA is kept across runs (renewed like the serving CA, the old one trusted until
+    it expires); the client certificate is issued anew each run.
+    """
+    if not Path(args.admission_kubeconfig_path).is_absolute():
+        log.error("certs: --admission-kubeconfig-path must be an absolute path")
+        return 2
+    out: Path = args.apiserver_client
+    ca_dir = out / "client-ca"
+    authority = renew_authority(
+        read_authority_dir(ca_dir),
+        days=args.ca_days,
+        renew_days=args.ca_renew_days,
+        common_name=CLIENT_CA_COMMON_NAME,
+    )
+    write_authority_dir(authority, ca_dir)
+    leaf = authority.ca().issue_client(
+        CLIENT_COMMON_NAME, validity=dt.timedelta(days=args.client_days)
+    )
+    user = f"{args.service}.{args.namespace}.svc"
+    bundle = authority.bundle_pem()
+    _write_atomic(out / "client-ca.crt", bundle, 0o644)
+    kubeconfig = admission_kubeconfig(user, cert_pem=leaf.cert_pem, key_pem=leaf.key_pem)
+    _write_atomic(out / "admission-kubeconfig.yaml", yaml.safe_dump(kubeconfig).encode(), 0o600)
+    config = admission_configuration(args.admission_kubeconfig_path)
+    _write_atomic(out / "admission-config.yaml", yaml.safe_dump(config).encode(), 0o644)
+    if args.client_ca_configmap:
+        from fluence.kube_client import api_client as kube_api_client
+
+        store_client_ca(
+            kube_api_client(args.kubeconfig), args.namespace, args.client_ca_configmap, bundle
+        )
+    log.info(
+        "API server client certificate",
+        extra={
+            "dir": str(out),
+            "user": user,
+            "configmap": args.client_ca_configmap,
+            "kubeconfig_path": args.admission_kubeconfig_path,
+        },
+    )
+    return 0
 
 
 @dataclass(frozen=True)
@@ -380,14 +510,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="kubeconfig (default: in-cluster in a pod, else $KUBECONFIG)",
     )
+    parser.add_argument(
+        "--apiserver-client",
+        type=Path,
+        metavar="DIR",
+        help="instead: the client CA, client certificate, admission kubeconfig and "
+        "AdmissionConfiguration for the API server to call the webhook with (mutual TLS)",
+    )
+    parser.add_argument(
+        "--client-days", type=int, default=365, help="validity of the API server's certificate"
+    )
+    parser.add_argument(
+        "--admission-kubeconfig-path",
+        default=ADMISSION_KUBECONFIG_PATH,
+        help="where the API server's hosts keep admission-kubeconfig.yaml (absolute)",
+    )
+    parser.add_argument(
+        "--client-ca-configmap",
+        help=f"with --apiserver-client: store the client CA in this ConfigMap of --namespace "
+        f"(the manifests mount {k8s_names.WEBHOOK_CLIENT_CA_CONFIGMAP})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """The ``certs`` command; returns the exit status."""
+    if args.apiserver_client:
+        return run_apiserver_client(args)
     dns_names = service_dns_names(args.service, args.namespace) + list(args.dns)
     names_ = [*dns_names, *args.ip]
     if not (args.out or args.secret or args.webhook_config):
-        log.error("certs: nothing to do; pass --out DIR, --secret NAME and/or --webhook-config")
+        log.error(
+            "certs: nothing to do; pass --out DIR, --secret NAME and/or --webhook-config "
+            "(or --apiserver-client DIR)"
+        )
         return 2
     api_client = None
     if args.secret or args.webhook_config:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field
@@ -19,12 +20,21 @@ TRUSTED_CONTROLLERS = (
 --use-service-account-credentials)."""
 
 
+class ClientAuth(StrEnum):
+    """Whether the webhook knows its caller is the API server."""
+
+    MTLS = "mtls"
+    """Callers present a certificate from the client CA: the webhook acts for the API server."""
+    NONE = "none"
+    """Anyone who reaches the port is answered: the webhook acts on nothing but the pod."""
+
+
 class WebhookSettings(ServerSettings):
     """Everything the webhook process can be told; defaults fit the in-cluster Deployment."""
 
     bind: str = Field(
         default="0.0.0.0:8443",
-        description="host:port to listen on (HTTPS, HTTP/1.1 and HTTP/2).",
+        description="host:port to listen on (HTTPS, HTTP/1.1 and HTTP/2): /mutate and the probes.",
     )
     tls_cert: Path = Field(
         default=Path("/etc/fluence/tls/tls.crt"),
@@ -33,6 +43,25 @@ class WebhookSettings(ServerSettings):
     tls_key: Path = Field(
         default=Path("/etc/fluence/tls/tls.key"),
         description="PEM private key matching tls_cert; reloaded with it.",
+    )
+    client_ca: str = Field(
+        default="/etc/fluence/client-ca/ca.crt",
+        description=(
+            "PEM CA that signs the API server's webhook client certificate (a CA for that "
+            "alone; see webhook/README.md). When the file exists, TLS clients must present a "
+            "certificate it signed (mutual TLS) and the webhook creates PodGroups and reads "
+            "Jobs for the pods it admits; reloaded when the file changes. Empty or absent: "
+            "any client is answered, so the webhook creates no PodGroup and reads no Job "
+            "(decided at start)."
+        ),
+    )
+    probe_bind: str = Field(
+        default="0.0.0.0:8080",
+        description=(
+            "host:port of plain HTTP serving /healthz, /readyz and /metrics for the kubelet "
+            "and Prometheus, which hold no client certificate; /mutate is refused there. "
+            "Empty: no such port."
+        ),
     )
     resources: str = Field(
         default="",
@@ -87,6 +116,16 @@ class WebhookSettings(ServerSettings):
         gt=0,
         description="Timeout of each API server call made while answering a review.",
     )
+
+    def client_ca_file(self) -> Path | None:
+        """The client CA, when it is set and the file exists."""
+        if not self.client_ca:
+            return None
+        path = Path(self.client_ca)
+        return path if path.exists() else None
+
+    def client_auth(self) -> ClientAuth:
+        return ClientAuth.MTLS if self.client_ca_file() else ClientAuth.NONE
 
     def trusted_controller_names(self) -> frozenset[str]:
         return frozenset(n.strip() for n in self.trusted_controllers.split(",") if n.strip())

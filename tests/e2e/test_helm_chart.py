@@ -49,19 +49,27 @@ def container(docs: list[dict[str, Any]], deployment: str, name: str) -> dict[st
     raise AssertionError(f"no container {name} in {deployment}")
 
 
+def pod_spec(docs: list[dict[str, Any]], deployment: str) -> dict[str, Any]:
+    (d,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == deployment]
+    spec: dict[str, Any] = d["spec"]["template"]["spec"]
+    return spec
+
+
 def env_of(c: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in c.get("env", [])}
 
 
-CHART_ONLY = {("Secret", "fluence-record-key")}
-"""The record key is random: the plain manifests say how to create it, the chart makes it."""
+RECORD_KEY = ("Secret", "fluence-record-key")
+CHART_ONLY = {RECORD_KEY, ("NetworkPolicy", "fluence-webhook")}
+"""The record key is random: the plain manifests say how to create it, the chart makes it.
+The webhook's NetworkPolicy needs the control plane's addresses, a value of the chart."""
 
 
 def test_defaults_render_the_objects_of_the_plain_manifests() -> None:
     plain = [d for p in PLAIN for d in documents(p.read_text())]
     rendered = documents(template(CHART))
     assert ids(rendered) == ids(plain) | CHART_ONLY
-    (key,) = [d for d in rendered if (d["kind"], d["metadata"]["name"]) in CHART_ONLY]
+    (key,) = [d for d in rendered if (d["kind"], d["metadata"]["name"]) == RECORD_KEY]
     assert len(base64.b64decode(key["data"]["key"])) >= 32
     for d in rendered:
         if d["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
@@ -123,8 +131,16 @@ def test_values_change_what_they_name() -> None:
     role = next(
         d for d in off if d["kind"] == "Role" and d["metadata"]["name"] == cron["metadata"]["name"]
     )
-    named = next(r for r in role["rules"] if "resourceNames" in r)
+    (named,) = role["rules"]  # no create: the chart makes both Secrets, empty
     assert named["resourceNames"] == ["fluence-webhook-tls", "fluence-webhook-tls-ca"]
+    assert named["verbs"] == ["get", "update"]
+    made = {d["metadata"]["name"]: d for d in off if d["kind"] == "Secret"}
+    assert made["fluence-webhook-tls"]["type"] == "kubernetes.io/tls"
+    assert made["fluence-webhook-tls"]["data"] == {"tls.crt": "", "tls.key": ""}
+    assert "data" not in made["fluence-webhook-tls-ca"]
+    # The webhook waits for ca.crt, which only a filled-in Secret has.
+    (tls,) = [v for v in pod_spec(off, "fluence-webhook")["volumes"] if v["name"] == "tls"]
+    assert {i["key"] for i in tls["secret"]["items"]} == {"tls.crt", "tls.key", "ca.crt"}
     no_cron = documents(
         template(
             CHART, *VARIANTS["cert-manager-off"], "--set", "webhook.certsCronJob.enabled=false"
@@ -171,6 +187,46 @@ def test_values_change_what_they_name() -> None:
     assert container(custom, "fluence-scheduler", "extender")["image"] == "fluence:9.9.9"
     config = next(d for d in custom if d["metadata"]["name"] == "fluence-resources")
     assert yaml.safe_load(config["data"]["resources.yaml"]) == {"resources": []}
+
+
+def test_the_webhook_asks_for_the_apiservers_certificate_and_is_probed_in_plain_http() -> None:
+    """Both ways in mount the client CA (optional: without it, no PodGroups, no Job reads)
+    and probe the plain port; the chart fences the webhook port to the control plane."""
+    plain = [d for p in PLAIN for d in documents(p.read_text())]
+    rendered = documents(template(CHART))
+    for docs in (plain, rendered):
+        webhook = container(docs, "fluence-webhook", "webhook")
+        env = env_of(webhook)
+        assert env["FLUENCE_CLIENT_CA"] == "/etc/fluence/client-ca/ca.crt"
+        assert env["FLUENCE_PROBE_BIND"] == "0.0.0.0:8080"
+        ports = {p["name"]: p["containerPort"] for p in webhook["ports"]}
+        assert ports == {"https": 8443, "probes": 8080}
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert webhook[probe]["httpGet"]["port"] == "probes"
+            assert "scheme" not in webhook[probe]["httpGet"]  # HTTP
+        volumes = {v["name"]: v for v in pod_spec(docs, "fluence-webhook")["volumes"]}
+        assert volumes["client-ca"]["configMap"] == {
+            "name": "fluence-webhook-client-ca",
+            "optional": True,
+        }
+        mounts = {m["name"]: m["mountPath"] for m in webhook["volumeMounts"]}
+        assert mounts["client-ca"] == "/etc/fluence/client-ca"
+        # The extender's record key is required: without it, no shared seal.
+        scheduler = pod_spec(docs, "fluence-scheduler")
+        (key,) = [v for v in scheduler["volumes"] if v["name"] == "record-key"]
+        assert key["secret"] == {"secretName": "fluence-record-key"}
+    (policy,) = [d for d in rendered if d["kind"] == "NetworkPolicy"]
+    webhook_port, probe_port = policy["spec"]["ingress"]
+    assert webhook_port["ports"] == [{"protocol": "TCP", "port": 8443}]
+    assert [f["ipBlock"]["cidr"] for f in webhook_port["from"]] == ["0.0.0.0/0", "::/0"]
+    assert probe_port == {"ports": [{"protocol": "TCP", "port": 8080}]}
+    narrowed = documents(
+        template(CHART, "--set", "webhook.networkPolicy.apiServerCIDRs={10.0.0.0/28}")
+    )
+    (policy,) = [d for d in narrowed if d["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/28"}}]
+    off = documents(template(CHART, "--set", "webhook.networkPolicy.enabled=false"))
+    assert "NetworkPolicy" not in {d["kind"] for d in off}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

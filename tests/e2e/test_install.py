@@ -3,7 +3,10 @@
 Once with ``kubectl apply`` of ``deploy/fluence-resources.yaml`` and
 ``deploy/fluence.yaml`` (without cert-manager, as their header says: the webhook's
 certificate from ``fluence-webhook certs``), once with ``helm install`` of the chart
-(its certificate Job run from the chart's CronJob). Either way the scheduler pod (the
+(its certificate Job run from the chart's CronJob). Either way the webhook gets the
+client CA of the control plane's API server (the ConfigMap the header asks for), so
+only the API server, presenting its webhook client certificate, gets a review
+answered. Either way the scheduler pod (the
 kube-scheduler image built from the pinned binary, loading the shipped
 KubeSchedulerConfiguration, with the extender beside it), the webhook and the device
 plugin run from the image built from the Dockerfile, each under its own ServiceAccount;
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import os
 import secrets
 import subprocess
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -250,6 +255,16 @@ def installed(
         cp.start_scheduler(
             {"profiles": [{"schedulerName": "default-scheduler"}]}, name="default-scheduler"
         )
+        # What the cluster admin does for mutual TLS: the API server already presents its
+        # certificate (the control plane's AdmissionConfiguration); the webhook gets its CA.
+        cp.kubectl(
+            "-n",
+            SYSTEM,
+            "create",
+            "configmap",
+            names.WEBHOOK_CLIENT_CA_CONFIGMAP,
+            f"--from-file={names.WEBHOOK_CLIENT_CA_KEY}={cp.webhook_client.ca_file}",
+        )
         if how == "kubectl":
             _install_with_kubectl(cp, workdir)
         else:
@@ -324,6 +339,37 @@ def test_each_binary_runs_from_the_built_image_under_its_own_service_account(
                 serving = [line for line in logs.splitlines() if line[:19] > ready_at[:19]]
                 refused = [line for line in serving if "forbidden" in line.lower()]
                 assert not refused, (name, container["name"], refused[:5])
+
+
+def test_the_webhook_answers_only_the_api_servers_certificate(installed: Installed) -> None:
+    """The mode is mtls (its log line, /readyz on the probe port), and a forged review posted
+    to a webhook pod without the API server's client certificate is refused in the TLS
+    handshake; the gangs below are wired through the API server all the same."""
+    pods = [p for p in installed.component_pods("webhook") if p["spec"].get("nodeName") == NODE]
+    assert pods, "no webhook pod on the real node"
+    for pod in pods:
+        name, ip = pod["metadata"]["name"], pod["status"]["podIP"]
+        logs = installed.kubectl("logs", "-n", SYSTEM, name, "-c", "webhook")
+        said = [json.loads(line) for line in logs.splitlines() if '"client_auth"' in line]
+        assert [line["client_auth"] for line in said] == ["mtls"], logs[-2000:]
+        ready = httpx.get(f"http://{ip}:8080/readyz", timeout=10)
+        assert ready.status_code == 200 and "client auth: mtls" in ready.text
+        forged = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "forged",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "operation": "CREATE",
+                "namespace": SYSTEM,
+                "userInfo": {"username": "admin", "groups": ["system:masters"]},
+                "object": {"metadata": {"labels": {names.LABEL_GROUP: "forged"}}, "spec": {}},
+            },
+        }
+        with pytest.raises(httpx.TransportError):
+            httpx.post(f"https://{ip}:8443/mutate", json=forged, verify=False, timeout=10)
+        plain = httpx.post(f"http://{ip}:8080/mutate", json=forged, timeout=10)
+        assert plain.status_code == 403
 
 
 def _container_identity(installed: Installed, pod: dict[str, Any], container: str) -> str | None:

@@ -55,7 +55,7 @@ WEBHOOK = rights(
 )
 DEVICEPLUGIN: set[Right] = set()  # it talks to its kubelet only
 CERTS = rights(  # the chart's certificate CronJob, without cert-manager
-    ("secrets", "create"),  # webhook.certs (first run)
+    # No create: the chart makes both Secrets (empty), the job only reads and updates them.
     ("secrets/fluence-webhook-tls", "get update"),  # webhook.certs
     ("secrets/fluence-webhook-tls-ca", "get update"),  # webhook.certs
     (  # webhook.certs (caBundle)

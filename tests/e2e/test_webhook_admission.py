@@ -2,7 +2,10 @@
 
 One ``fluence-webhook`` process per module, registered by URL with its CA in
 ``caBundle`` (the same configuration the manifest recommends, but with a
-``url`` client config instead of a Service).
+``url`` client config instead of a Service). It runs with mutual TLS: it trusts
+only the CA of the client certificate the apiserver presents to webhooks (its
+AdmissionConfiguration), so every pod below went through the apiserver's own
+authentication, and a review posted to it by anyone else is refused.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from kubernetes.client import ApiClient, CoreV1Api
@@ -22,6 +26,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 from fluence import names
 from testbed import ControlPlane, KubeApiError
 from tests.integration.test_webhook_process import WebhookProcess
+from tests.support.admission import review
 from webhook.manifest import webhook_configuration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +62,10 @@ def registered_webhook(
     """A fluence-webhook process the apiserver calls for pods (until the block ends)."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     with WebhookProcess(
-        workdir, resources=EXAMPLES / "resources.yaml", kubeconfig=control_plane.kubeconfig
+        workdir,
+        resources=EXAMPLES / "resources.yaml",
+        kubeconfig=control_plane.kubeconfig,
+        client=control_plane.webhook_client,
     ) as proc:
         register(control_plane, proc, name)
         try:
@@ -303,3 +311,37 @@ def test_fluxion_request_under_another_scheduler_is_warned(
     assert "only schedulerName 'fluence' assigns a backend" in warnings
     stored = json.loads(response.data)
     assert "env" not in stored["spec"]["containers"][0]
+
+
+def test_the_apiservers_certificate_gets_through_and_a_forged_review_does_not(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    """The confused deputy: a review claiming the job controller, for a Job in this namespace,
+    posted straight to the webhook, would make it create a PodGroup with its own rights."""
+    with webhook.probes() as probes:
+        assert "client auth: mtls" in probes.get("/readyz").text
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "forged", "uid": "u1"}
+    body = classical_pod("forged-0", labels={names.LABEL_GROUP: "forged"})
+    body["metadata"]["ownerReferences"] = [{**owner, "controller": True}]
+    forged = review(body, namespace=namespace)
+    forged["request"]["userInfo"] = {
+        "username": "system:serviceaccount:kube-system:job-controller",
+        "groups": ["system:masters"],
+    }
+    no_cert = webhook.ssl_context(client_cert=False)
+    with (
+        httpx.Client(base_url=webhook.url, verify=no_cert, timeout=5) as c,
+        pytest.raises(httpx.TransportError),
+    ):
+        c.post(names.WEBHOOK_PATH, json=forged)
+    with pytest.raises(KubeApiError) as missing:
+        podgroup(control_plane, namespace, "forged")
+    assert missing.value.status == 404
+    # The same gang created through the apiserver, which presents its certificate, is wired.
+    stored = create(
+        control_plane, namespace, classical_pod("real-0", labels={names.LABEL_GROUP: "real"})
+    )
+    assert stored["spec"]["schedulingGroup"] == {"podGroupName": "real"}
+    assert podgroup(control_plane, namespace, "real")["metadata"]["labels"] == {
+        names.LABEL_GROUP: "real"
+    }

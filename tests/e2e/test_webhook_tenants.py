@@ -72,6 +72,7 @@ def webhook_as_its_service_account(
         resources=EXAMPLES / "resources.yaml",
         kubeconfig=kubeconfig,
         extra_env={"FLUENCE_PODGROUP_CACHE_SECONDS": "0"},
+        client=control_plane.webhook_client,
     ) as proc:
         register(control_plane, proc, name)
         try:

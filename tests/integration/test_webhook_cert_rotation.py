@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 from cryptography import x509
 
+from fluence import pki
 from tests.integration.test_webhook_process import WebhookProcess
 from tests.integration.test_webhook_server import served_certificate
 from tests.support.admission import container, pod, review
@@ -49,11 +50,12 @@ def certs(out: Path, *extra: str) -> None:
 
 
 class Client(threading.Thread):
-    """Posts reviews back to back, each time trusting the bundle currently on disk."""
+    """Posts reviews back to back, each time trusting the bundle currently on disk (and
+    presenting the client certificate the server asks for)."""
 
-    def __init__(self, url: str, bundle: Path) -> None:
+    def __init__(self, url: str, bundle: Path, client: pki.ClientFiles | None) -> None:
         super().__init__(daemon=True)
-        self.url, self.bundle = url, bundle
+        self.url, self.bundle, self.client = url, bundle, client
         self.ok = 0
         self.failures: list[str] = []
         self.stop = threading.Event()
@@ -62,6 +64,8 @@ class Client(threading.Thread):
         body = review(pod(container()))
         while not self.stop.is_set():
             context = ssl.create_default_context(cadata=self.bundle.read_text())
+            if self.client is not None:
+                context.load_cert_chain(self.client.cert_file, self.client.key_file)
             try:
                 with httpx.Client(verify=context, timeout=5) as c:
                     r = c.post(self.url + "/mutate", json=body)
@@ -88,7 +92,7 @@ def test_renewals_and_a_ca_rotation_fail_no_admission(tmp_path: Path) -> None:
     certs(tls)  # replaces the fixture's pair before the server starts
     ca_key = (tls / "ca" / "ca.key").read_bytes()
     with server:
-        client = Client(server.url, tls / "ca.crt")
+        client = Client(server.url, tls / "ca.crt", server.client_files)
         client.start()
         try:
             bundles = [(tls / "ca.crt").read_bytes()]

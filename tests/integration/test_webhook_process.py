@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from fluence import pki
 from testbed.processes import StartStop, free_port, terminate
 from webhook.certs import CertBundle, generate, write_files
 
@@ -26,7 +27,7 @@ SCRIPT = Path(sys.executable).with_name("fluence-webhook")
 
 
 class WebhookProcess(StartStop):
-    """A ``fluence-webhook`` child process serving HTTPS on 127.0.0.1."""
+    """A ``fluence-webhook`` child process serving HTTPS (and plain probes) on 127.0.0.1."""
 
     def __init__(
         self,
@@ -35,19 +36,28 @@ class WebhookProcess(StartStop):
         resources: Path | None = None,
         kubeconfig: Path | None = None,
         extra_env: dict[str, str] | None = None,
+        client: pki.ClientFiles | None = None,
+        mtls: bool = True,
     ) -> None:
         self.workdir = workdir
         self.tls_dir = workdir / "tls"
         self.bundle: CertBundle = generate(["localhost"], ["127.0.0.1"], days=2)
         write_files(self.bundle, self.tls_dir)
+        self.client_files: pki.ClientFiles | None = None
+        if mtls:
+            self.client_files = client or pki.issue_client_cert(workdir / "client", "apiserver")
         self.port = free_port()
+        self.probe_port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
+        self.probe_url = f"http://127.0.0.1:{self.probe_port}"
         self.log_path = workdir / "webhook.log"
         self.env = {
             **os.environ,
             "FLUENCE_BIND": f"127.0.0.1:{self.port}",
+            "FLUENCE_PROBE_BIND": f"127.0.0.1:{self.probe_port}",
             "FLUENCE_TLS_CERT": str(self.tls_dir / "tls.crt"),
             "FLUENCE_TLS_KEY": str(self.tls_dir / "tls.key"),
+            "FLUENCE_CLIENT_CA": str(self.client_files.ca_file if self.client_files else ""),
             "FLUENCE_RESOURCES": str(resources or ""),
             "FLUENCE_KUBECONFIG": str(kubeconfig or ""),
             "FLUENCE_GANG": "true" if kubeconfig else "false",
@@ -59,11 +69,19 @@ class WebhookProcess(StartStop):
     def ca_file(self) -> Path:
         return self.tls_dir / "ca.crt"
 
-    def ssl_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.ca_file))
+    def ssl_context(self, *, client_cert: bool = True) -> ssl.SSLContext:
+        """Trusts the serving CA; presents the client certificate unless told not to."""
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        if client_cert and self.client_files is not None:
+            context.load_cert_chain(self.client_files.cert_file, self.client_files.key_file)
+        return context
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, verify=self.ssl_context(), timeout=10)
+
+    def probes(self) -> httpx.Client:
+        """Plain HTTP to the probe port, as the kubelet and Prometheus call it."""
+        return httpx.Client(base_url=self.probe_url, timeout=10)
 
     def start(self, timeout: float = 30.0) -> WebhookProcess:
         log = self.log_path.open("ab")
@@ -72,12 +90,12 @@ class WebhookProcess(StartStop):
         )
         log.close()
         deadline = time.monotonic() + timeout
-        with httpx.Client(verify=self.ssl_context(), timeout=1) as c:
+        with self.probes() as c:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"fluence-webhook exited: {self.log_path.read_text()}")
                 try:
-                    if c.get(self.url + "/readyz").status_code == 200:
+                    if c.get("/readyz", timeout=1).status_code == 200:
                         return self
                 except httpx.TransportError:
                     pass

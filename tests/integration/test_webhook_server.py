@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import ssl
 import time
 from collections.abc import Iterator
@@ -78,8 +79,17 @@ def test_http2_carries_reviews_and_survives_a_413(server: WebhookProcess) -> Non
 
 
 def served_certificate(server: WebhookProcess) -> x509.Certificate:
-    pem = ssl.get_server_certificate(("127.0.0.1", server.port))
-    return x509.load_pem_x509_certificate(pem.encode())
+    """The certificate the server presents (read without verifying it, client cert given)."""
+    context = server.ssl_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der)
 
 
 def test_rotated_certificate_is_served_without_restart(server: WebhookProcess) -> None:
@@ -98,6 +108,8 @@ def test_rotated_certificate_is_served_without_restart(server: WebhookProcess) -
     with server.client() as c:
         assert mutate(c, review(pod(container()))).status_code == 200
     old_ca = ssl.create_default_context(cadata=server.bundle.ca_pem.decode())
+    assert server.client_files is not None
+    old_ca.load_cert_chain(server.client_files.cert_file, server.client_files.key_file)
     with httpx.Client(verify=old_ca) as c, pytest.raises(httpx.ConnectError):
         c.get(server.url + "/healthz")
 

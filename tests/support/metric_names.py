@@ -64,7 +64,9 @@ def scrape() -> dict[str, list[str]]:
     rebuilding = TestClient(extender_app(env.scheduler, ready=lambda: False, metrics=False))
     rebuilding.post("/filter", json={"Pod": pod, "Nodes": None, "NodeNames": ["a"]})
     contract = EnvContract.from_config(resources.load("examples/resources.yaml"), loaded=True)
-    webhook = TestClient(webhook_app(WebhookSettings(), Admission(lambda: contract)))
+    webhook = TestClient(
+        webhook_app(WebhookSettings(), Admission(lambda: contract)), base_url="https://testserver"
+    )
     webhook.post("/mutate", content=b"{}", headers={"content-type": "application/json"})
     plugin = PluginMetrics(lambda: {"fluence.flux-framework.org/qpu": 1})
     plugin.registrations.add(1, {"resource": "r", "result": "ok", "kind": "first"})

@@ -17,7 +17,7 @@ from webhook.admission import Admission
 from webhook.app import create_app
 from webhook.env import EnvContract
 from webhook.gang import GangWiring
-from webhook.settings import WebhookSettings
+from webhook.settings import ClientAuth, WebhookSettings
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "resources.yaml"
 CONTRACT = EnvContract.from_config(resources.load(EXAMPLE), loaded=True)
@@ -25,7 +25,9 @@ SETTINGS = WebhookSettings(max_body_bytes=64 * 1024)
 
 
 def client_for(admission: Admission, ready: bool = True) -> TestClient:
-    return TestClient(create_app(SETTINGS, admission, ready=lambda: ready))
+    """Requests arrive as on the TLS port (scheme https), where /mutate is answered."""
+    app = create_app(SETTINGS, admission, ready=lambda: ready)
+    return TestClient(app, base_url="https://testserver")
 
 
 CLIENT = client_for(Admission(lambda: CONTRACT))
@@ -143,11 +145,21 @@ def test_gang_link_is_idempotent_on_reinvocation() -> None:
 def test_probes_and_metrics() -> None:
     assert CLIENT.get("/healthz").text == "ok"
     assert CLIENT.get("/readyz").status_code == 200
+    assert CLIENT.get("/readyz").text == "ok; client auth: none"
     assert client_for(Admission(lambda: CONTRACT), ready=False).get("/readyz").status_code == 503
     post(review(pod(container())))
     metrics = CLIENT.get("/metrics/")
     assert metrics.status_code == 200
     assert metrics.headers["content-type"].startswith("text/plain")
+
+
+def test_mutate_is_refused_on_the_plain_port_and_the_mode_is_reported() -> None:
+    """The probe port (scheme http) serves the kubelet and Prometheus, never reviews."""
+    app = create_app(SETTINGS, Admission(lambda: CONTRACT), client_auth=ClientAuth.MTLS)
+    plain = TestClient(app, base_url="http://testserver")
+    refused = post(review(pod(container(requests={QPU: "1"}))), plain)
+    assert refused.status_code == 403 and "TLS only" in refused.text
+    assert plain.get("/readyz").text == "ok; client auth: mtls"
 
 
 # --- fuzzing -----------------------------------------------------------------------

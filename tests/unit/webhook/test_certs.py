@@ -186,3 +186,63 @@ def test_the_ca_key_is_kept_apart_from_what_the_webhook_mounts() -> None:
     renewed = decide(authority, bundle, renew_days=100)
     store.store_bundle(renewed.bundle, tls_secret)  # an update, with its resourceVersion
     assert store.load()[1] == renewed.bundle
+
+
+def test_secrets_made_empty_at_install_hold_nothing_and_are_filled_by_update() -> None:
+    """The chart creates both Secrets empty, so the job needs no right to create any."""
+    from kubernetes import client
+
+    store = SecretStore(None, "kube-system", "fluence-webhook-tls")
+    core = FakeCore()
+    store.core = core  # type: ignore[assignment]
+    core.create_namespaced_secret(
+        "kube-system",
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="fluence-webhook-tls"),
+            type="kubernetes.io/tls",
+            data={"tls.crt": "", "tls.key": ""},
+        ),
+    )
+    core.create_namespaced_secret(
+        "kube-system", client.V1Secret(metadata=client.V1ObjectMeta(name="fluence-webhook-tls-ca"))
+    )
+    authority, bundle, ca_secret, tls_secret = store.load()
+    assert authority is None and bundle is None and ca_secret is not None
+    decided = decide(authority, bundle)
+    core.create_namespaced_secret = None  # type: ignore[method-assign,assignment]
+    store.store_authority(decided.authority, ca_secret)
+    store.store_bundle(decided.bundle, tls_secret)
+    assert store.load()[:2] == (decided.authority, decided.bundle)
+
+
+def test_apiserver_client_files_fit_together(tmp_path: Path) -> None:
+    """The AdmissionConfiguration names the kubeconfig, whose user (the webhook's Service)
+    holds a client certificate from the CA the webhook is given; a second run keeps the CA."""
+    import argparse
+    import base64
+
+    from webhook.certs import add_arguments, run
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    argv = ["--namespace", "ops", "--apiserver-client", str(tmp_path)]
+    assert run(parser.parse_args(argv)) == 0
+    config = yaml.safe_load((tmp_path / "admission-config.yaml").read_text())
+    assert config["kind"] == "AdmissionConfiguration"
+    (plugin,) = config["plugins"]
+    assert plugin["name"] == "MutatingAdmissionWebhook"
+    kubeconfig_path = plugin["configuration"]["kubeConfigFile"]
+    assert plugin["configuration"]["kind"] == "WebhookAdmissionConfiguration"
+    assert kubeconfig_path == "/etc/kubernetes/fluence/admission-kubeconfig.yaml"
+    kubeconfig = yaml.safe_load((tmp_path / "admission-kubeconfig.yaml").read_text())
+    (user,) = kubeconfig["users"]
+    assert user["name"] == "fluence-webhook.ops.svc"
+    assert stat.S_IMODE((tmp_path / "admission-kubeconfig.yaml").stat().st_mode) == 0o600
+    leaf = x509.load_pem_x509_certificate(base64.b64decode(user["user"]["client-certificate-data"]))
+    ca_pem = (tmp_path / "client-ca.crt").read_bytes()
+    leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem))
+    usage = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usage) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    assert run(parser.parse_args(argv)) == 0
+    assert (tmp_path / "client-ca.crt").read_bytes() == ca_pem
+    assert run(parser.parse_args([*argv, "--admission-kubeconfig-path", "relative"])) == 2
