@@ -21,7 +21,7 @@ Recovery. After a restart, or on a standby replica following the watch,
 :meth:`Ledger.observe` replays each bound, non-terminal pod's record (and holds
 foreign pods' requests), so the graph holds exactly what the cluster runs.
 A record is replayed only when its seal proves this scheduler wrote it for
-this very pod (:mod:`fluence.record_seal`) and it asks for what the pod itself
+this very pod (:mod:`fluence.scheduling.record`) and it asks for what the pod itself
 requests; any other record is ignored, counted and logged, and the pod is
 accounted by its requests like another scheduler's. Matcher job ids are local
 to the process: a replay takes fresh ones, never the ids a record carries.
@@ -49,26 +49,36 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import msgspec
-
-from fluence import names, telemetry, untrusted
+from fluence import names, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import NoEvents, PodEvents
 from fluence.group_jobspec import ComputeSpec, GroupSpecs, group_jobspecs, with_duration
 from fluence.group_queue import GroupQueue, Reservation, Waiting
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
-from fluence.record_seal import RecordSeal, process_seal
 from fluence.runtimes import group_enforced, group_runtime, pod_runtime
+from fluence.scheduling.holdings import (
+    COMMITTED,
+    FOREIGN,
+    TENTATIVE,
+    GroupDevices,
+    Holding,
+    HoldingsByPod,
+)
+from fluence.scheduling.record import (
+    AllocationRecord,
+    DeviceRecord,
+    PendingMember,
+    RecordSeal,
+    process_seal,
+    trusted_record,
+)
 from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation
 
 log = logging.getLogger(__name__)
 _tracer = telemetry.tracer("fluence.ledger")
 
-TENTATIVE = "tentative"
-COMMITTED = "committed"
-FOREIGN = "foreign"
 DEFAULT_UNBOUND_TIMEOUT = 300.0
 DEFAULT_GANG_TIMEOUT = 600.0
 PARKED_SECONDS = 330.0
@@ -88,128 +98,6 @@ as evenly as their room allows (``balanced``)."""
 
 class LedgerError(RuntimeError):
     """A ledger operation cannot be done; the message says why."""
-
-
-class DeviceRecord(msgspec.Struct, omit_defaults=True):
-    type: str
-    path: str
-    name: str
-    jobid: int = 0
-
-
-class PendingMember(msgspec.Struct, omit_defaults=True):
-    """A member of the same group still waiting to be bound when this record was written."""
-
-    pod: str
-    uid: str = ""
-    node: str = ""
-    amounts: dict[str, int] = {}
-
-
-class AllocationRecord(msgspec.Struct, omit_defaults=True):
-    """What a bound pod holds; stored on the pod, read back to rebuild the ledger.
-
-    ``pending`` lists the members of its group not bound yet, with where they are
-    held: an extender that restarts in the middle of a gang's binds holds them
-    again, so no other pod takes their capacity and the gang is not left partial.
-    """
-
-    group: str
-    node: str = ""
-    amounts: dict[str, int] = {}
-    jobid: int = 0
-    backend: str = ""
-    attributes: dict[str, str] = {}
-    devices: list[DeviceRecord] = []
-    pending: list[PendingMember] = []
-    priority: int | None = None
-    """The group's priority when placed (a PodGroup's may differ from the pod's own)."""
-    singly: bool = False
-    """Its group lets its pods be preempted one at a time."""
-    v: int = 1
-
-
-_record_encoder = msgspec.json.Encoder()
-_record_decoder = msgspec.json.Decoder(AllocationRecord)
-
-
-def encode_record(rec: AllocationRecord) -> str:
-    return _record_encoder.encode(rec).decode()
-
-
-def decode_record(text: str) -> AllocationRecord:
-    return _record_decoder.decode(text)
-
-
-@dataclass
-class Holding:
-    pod: str
-    uid: str
-    group: str
-    node: str
-    amounts: dict[str, int]
-    jobid: int
-    state: str
-    since: float
-    backend: BackendChoice | None = None
-    devices: list[DeviceRecord] = field(default_factory=list)
-    seen_bound: bool = False
-    """The watch has shown the pod bound where this holding is."""
-    placed: float = 0.0
-    """When the group's match made this holding; filter retries do not move it."""
-    runtime: int = 0
-    """Expected runtime in seconds (0: until released): how long the graph plans it held."""
-    priority: int = 0
-    """The group's priority when it was placed: who may preempt it."""
-    singly: bool = False
-    """Its group (a PodGroup with ``disruptionMode`` single) may lose this pod alone."""
-
-    @property
-    def unit(self) -> str:
-        """What preemption takes at once: the pod (``"pod <key>"``) or its whole group."""
-        return f"pod {self.pod}" if self.singly else self.group
-
-    def record(self, pending: Sequence[PendingMember] = ()) -> AllocationRecord:
-        return AllocationRecord(
-            group=self.group,
-            node=self.node,
-            amounts=dict(self.amounts),
-            jobid=self.jobid,
-            backend=self.backend.name if self.backend else "",
-            attributes=dict(self.backend.attributes) if self.backend else {},
-            devices=list(self.devices),
-            pending=list(pending),
-            priority=self.priority or None,
-            singly=self.singly,
-        )
-
-    def annotations(
-        self, seal: RecordSeal, pending: Sequence[PendingMember] = ()
-    ) -> dict[str, str]:
-        """Annotations the Binding writes onto the pod with its node, the record sealed."""
-        record = encode_record(self.record(pending))
-        out = {
-            names.ANNOTATION_ALLOCATION: record,
-            names.ANNOTATION_ALLOCATION_SEAL: seal.sign(self.pod, self.uid, record),
-        }
-        if self.backend:
-            out[names.ANNOTATION_BACKEND] = self.backend.name
-            for k, v in self.backend.attributes.items():
-                out[names.attr_annotation(k)] = v
-        return out
-
-
-@dataclass
-class GroupDevices:
-    """The backend devices a group holds: one matcher hold each, shared by every member.
-
-    A gang's backend belongs to the group, not to the member that happened to ask
-    for it first: it is released when the group's last member lets go.
-    """
-
-    devices: list[DeviceRecord]
-    backend: BackendChoice | None
-    members: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -233,44 +121,6 @@ class LastMatch:
     at: float
     pods: int
     match_seconds: float
-
-
-class HoldingsByPod(dict[str, Holding]):
-    """Holdings by pod key, each group's at hand: a bind asks for its group's others,
-    and a scan of every holding per bind grows with the cluster."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._groups: dict[str, dict[str, Holding]] = {}
-
-    def of_group(self, group: str) -> list[Holding]:
-        return list(self._groups.get(group, {}).values())
-
-    def __setitem__(self, pod: str, h: Holding) -> None:
-        self._forget(pod)
-        super().__setitem__(pod, h)
-        self._groups.setdefault(h.group, {})[pod] = h
-
-    def __delitem__(self, pod: str) -> None:
-        self._forget(pod)
-        super().__delitem__(pod)
-
-    def pop(self, pod: str, default: Holding | None = None) -> Holding | None:  # type: ignore[override]
-        self._forget(pod)
-        return super().pop(pod, default)
-
-    def clear(self) -> None:
-        self._groups.clear()
-        super().clear()
-
-    def _forget(self, pod: str) -> None:
-        old = super().get(pod)
-        if old is not None:
-            members = self._groups.get(old.group)
-            if members is not None:
-                members.pop(pod, None)
-                if not members:
-                    del self._groups[old.group]
 
 
 LAST_MATCHES_KEPT = 4096
@@ -353,19 +203,6 @@ _preemptions = telemetry.meter("fluence.ledger").create_counter(
     "fluence_preemptions",
     description="Lower-priority groups (or pods, where a PodGroup allows) evicted so a group fits",
 )
-
-
-def _record_mismatch(pod: Pod, rec: AllocationRecord) -> str:
-    """Why a sealed record does not fit its pod ("" when it does): a second line of defence."""
-    compute, devices = split_requests(pod_requests(pod))
-    if rec.amounts and rec.amounts != compute:
-        return f"it holds {rec.amounts}, the pod requests {compute}"
-    asked = set(devices)
-    for d in rec.devices:
-        # Every member of a gang records the group's backend; only some request it.
-        if d.type not in asked and (not rec.backend or d.name != rec.backend):
-            return f"it holds a {d.type} the pod does not request"
-    return ""
 
 
 def _total_compute(pods: Sequence[Pod], split: Mapping[str, Split]) -> dict[str, int]:
@@ -1558,7 +1395,7 @@ class Ledger:
             if not pod.bound:
                 return
             h = self._holdings.get(key)
-            rec = self._trusted_record(pod)
+            rec = trusted_record(pod, self.seal, self.events)
             if h is not None:
                 if h.node == pod.spec.node_name or not h.amounts:
                     h.seen_bound = True
@@ -1573,42 +1410,6 @@ class Ledger:
                 self._replay(pod, rec)
             else:
                 self._hold_foreign(pod)
-
-    def _trusted_record(self, pod: Pod) -> AllocationRecord | None:
-        """The pod's allocation record if this scheduler wrote it for this pod; else None."""
-        annotations = pod.metadata.annotations
-        raw = annotations.get(names.ANNOTATION_ALLOCATION)
-        if not raw:
-            return None
-        why = ""
-        rec: AllocationRecord | None = None
-        seal = annotations.get(names.ANNOTATION_ALLOCATION_SEAL, "")
-        if not self.seal.verify(pod.key, pod.metadata.uid, raw, seal):
-            reason = "unsealed-record"
-            why = "no valid seal (not written by this scheduler for this pod)"
-        else:
-            try:
-                rec = decode_record(raw)
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                reason, why = "unreadable-record", f"unreadable: {exc}"
-            else:
-                reason, why = "record-mismatch", _record_mismatch(pod, rec)
-        if not why:
-            return rec
-        untrusted.count(untrusted.POD.kind, reason)
-        log.warning(
-            "allocation record ignored; the pod is accounted by its own requests",
-            extra={"pod": pod.key, "reason": why},
-        )
-        self.events.warn(
-            pod.metadata.namespace,
-            pod.metadata.name,
-            pod.metadata.uid,
-            "UntrustedAllocationRecord",
-            f"fluence ignored the {names.ANNOTATION_ALLOCATION} annotation ({why}); "
-            "the pod is accounted by its own resource requests and the backend it names",
-        )
-        return None
 
     def _replay(self, pod: Pod, rec: AllocationRecord) -> None:
         node = pod.spec.node_name

@@ -14,8 +14,8 @@ from fluence.cluster_graph import ClusterGraph
 from fluence.events import EventRecorder, api_poster
 from fluence.kube_client import api_client
 from fluence.ledger import Ledger
-from fluence.record_seal import SealKeyError, load_seal
 from fluence.reflectors import ClusterReflectors
+from fluence.scheduling.record import SealKeyError, load_seal
 from fluence.serving import TLSFiles, run, serve_app
 from fluence.settings import parse_command_line
 from fluence.untrusted import UntrustedObjects

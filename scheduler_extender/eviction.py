@@ -29,7 +29,7 @@ from kubernetes.client import (
 from kubernetes.client.exceptions import ApiException
 
 from fluence.events import PodEvents
-from fluence.ledger import Holding
+from fluence.scheduling.holdings import Holding
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from fluence import groups
 from fluence.group_jobspec import GroupSpecs, JobspecError, group_jobspecs
-from fluence.ledger import Holding, describe
+from fluence.ledger import describe
 from fluence.pods import Pod
+from fluence.scheduling.holdings import Holding
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.whatif import FITS, UNSATISFIABLE, JobspecInputError, what_if
 

@@ -20,8 +20,9 @@ from opentelemetry import trace
 from fluence import groups, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import JobspecError
-from fluence.ledger import TENTATIVE, Ledger, LedgerError
+from fluence.ledger import Ledger, LedgerError
 from fluence.pods import Pod, PodGroup
+from fluence.scheduling.holdings import TENTATIVE
 
 if TYPE_CHECKING:
     from scheduler_extender.eviction import Evictor

@@ -10,7 +10,7 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import EventRecorder
 from fluence.ledger import Ledger
-from fluence.record_seal import RecordSeal
+from fluence.scheduling.record import RecordSeal
 from tests.unit.fluence.test_ledger import Clock, bound
 from tests.unit.fluence.test_pods import make_node, make_pod
 

@@ -12,9 +12,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
-from fluence.ledger import COMMITTED, FOREIGN, TENTATIVE, Ledger, LedgerError, decode_record
+from fluence.ledger import Ledger, LedgerError
 from fluence.pods import Pod, decode_pod
 from fluence.recovery import recover_from_cluster
+from fluence.scheduling.holdings import COMMITTED, FOREIGN, TENTATIVE
+from fluence.scheduling.record import decode_record
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 EXAMPLES = resources.load("examples/resources.yaml")

@@ -15,8 +15,10 @@ from starlette.testclient import TestClient
 
 from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
-from fluence.ledger import COMMITTED, TENTATIVE, Ledger, decode_record
+from fluence.ledger import Ledger
 from fluence.pods import Pod, PodGroup, decode_pod, decode_podgroup
+from fluence.scheduling.holdings import COMMITTED, TENTATIVE
+from fluence.scheduling.record import decode_record
 from scheduler_extender.app import create_app
 from scheduler_extender.scheduling import BindConflict, BindError, BindOutcomeUnknown, Scheduler
 from tests.unit.fluence.test_pods import make_node, make_pod

@@ -17,10 +17,11 @@ from hypothesis import HealthCheck, event, given, settings
 from fluence import names, resources, untrusted
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import ObjectRef
-from fluence.ledger import COMMITTED, FOREIGN, Ledger
+from fluence.ledger import Ledger
 from fluence.pods import Node, Pod, decode_node, decode_pod
-from fluence.record_seal import RecordSeal
 from fluence.reflectors import ADDED, MODIFIED, Reflector
+from fluence.scheduling.holdings import COMMITTED, FOREIGN
+from fluence.scheduling.record import RecordSeal
 from fluence.untrusted import UntrustedObjects
 from scheduler_extender.runtime import Runtime
 from tests.unit.fluence.test_ledger import bound

@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fluence.cluster_graph import ClusterGraph
-from fluence.ledger import Holding, Ledger
+from fluence.ledger import Ledger
 from fluence.pods import decode_pod
+from fluence.scheduling.holdings import Holding
 from scheduler_extender.scheduling import Scheduler
 from tests.unit.fluence.test_pods import make_node, make_pod
 from tests.unit.scheduler_extender.test_app import EXAMPLES, FakeBinder, FakeCluster

@@ -9,10 +9,11 @@ from typing import Any
 
 from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
-from fluence.ledger import COMMITTED, FOREIGN, AllocationRecord, Ledger, encode_record
+from fluence.ledger import Ledger
 from fluence.pods import decode_pod
-from fluence.record_seal import process_seal
 from fluence.reflectors import ADDED, DELETED, MODIFIED, Handler
+from fluence.scheduling.holdings import COMMITTED, FOREIGN
+from fluence.scheduling.record import AllocationRecord, encode_record, process_seal
 from scheduler_extender.runtime import ConfigReloader, Runtime
 from tests.unit.fluence.test_pods import make_node, make_pod
 

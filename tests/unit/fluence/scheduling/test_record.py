@@ -9,10 +9,11 @@ from hypothesis import HealthCheck, given, settings
 
 from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
-from fluence.ledger import COMMITTED, FOREIGN, AllocationRecord, DeviceRecord, Ledger, encode_record
+from fluence.ledger import Ledger
 from fluence.pods import Pod
-from fluence.record_seal import RecordSeal
 from fluence.recovery import recover_from_cluster
+from fluence.scheduling.holdings import COMMITTED, FOREIGN
+from fluence.scheduling.record import AllocationRecord, DeviceRecord, RecordSeal, encode_record
 from tests.unit.fluence.test_ledger import bound
 from tests.unit.fluence.test_pods import make_node, make_pod
 
