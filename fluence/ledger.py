@@ -45,17 +45,17 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fluence import names, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import NoEvents, PodEvents
-from fluence.group_jobspec import ComputeSpec, GroupSpecs, group_jobspecs, with_duration
+from fluence.group_jobspec import GroupSpecs, with_duration
 from fluence.group_queue import GroupQueue, Reservation, Waiting
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
-from fluence.pods import CORE, GPU, MEMORY, Pod, Split, pod_requests, split_requests
+from fluence.pods import CORE, GPU, MEMORY, Pod, pod_requests, split_requests
 from fluence.runtimes import group_enforced, group_runtime, pod_runtime
 from fluence.scheduling.holdings import (
     COMMITTED,
@@ -73,6 +73,8 @@ from fluence.scheduling.record import (
     process_seal,
     trusted_record,
 )
+from fluence.scheduling.request import GroupRequest, PlaceResult
+from fluence.scheduling.topology import PACK, SPREADS, DomainChoice
 from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation
 
@@ -89,27 +91,10 @@ silent for less may be parked, and keeps its place and its reservation."""
 DEFAULT_RUNTIME = 3600
 """Seconds a pod without a deadline or runtime annotation is expected to run."""
 DEFAULT_RESERVE_DEPTH = 32
-PACK = "pack"
-BALANCED = "balanced"
-SPREADS = (PACK, BALANCED)
-"""How a gang spanning several domains is shared: as the match fills them (``pack``), or
-as evenly as their room allows (``balanced``)."""
 
 
 class LedgerError(RuntimeError):
     """A ledger operation cannot be done; the message says why."""
-
-
-@dataclass(frozen=True)
-class PlaceResult:
-    """Outcome of placing a group: ``allocated`` (holdings made), ``busy`` or ``unsatisfiable``."""
-
-    status: str
-    message: str = ""
-    holdings: Mapping[str, Holding] = field(default_factory=dict)
-    match_seconds: float = 0.0
-    starts_in: int | None = None
-    """Seconds until a waiting group's reservation starts (0: now); None when it has none."""
 
 
 @dataclass(frozen=True)
@@ -125,49 +110,6 @@ class LastMatch:
 
 LAST_MATCHES_KEPT = 4096
 """Groups whose last match is remembered; the oldest are forgotten first."""
-
-
-def _largest_shape(pods: Sequence[Pod], split: Mapping[str, Split]) -> dict[str, int]:
-    """Per node resource, the most any of ``pods`` asks for."""
-    largest: dict[str, int] = {}
-    for p in pods:
-        for t, n in split[p.key][0].items():
-            largest[t] = max(largest.get(t, 0), n)
-    return {t: n for t, n in largest.items() if n > 0}
-
-
-def _slots(
-    nodes: Sequence[str], need: Mapping[str, int], usage: Mapping[str, Any], column: str
-) -> int:
-    """How many pods of ``need`` fit on ``nodes`` by their ``column`` (free or capacity)."""
-    if not need:
-        return 1 << 30
-    return sum(
-        min(usage[n].get(t, {}).get(column, 0) // amount for t, amount in need.items())
-        for n in nodes
-    )
-
-
-def balanced_shares(count: int, room: Sequence[int]) -> list[int] | None:
-    """``count`` split over domains of ``room`` as evenly as their room allows (None: no fit).
-
-    Water-filling: every domain takes an equal share, capped by its room; what the
-    capped ones cannot take goes to the others, one more each from the first.
-    """
-    shares = [0] * len(room)
-    left = count
-    open_ = [i for i, r in enumerate(room) if r > 0]
-    while left and open_:
-        each = max(1, left // len(open_))
-        for i in list(open_):
-            take = min(each, room[i] - shares[i], left)
-            shares[i] += take
-            left -= take
-            if shares[i] == room[i]:
-                open_.remove(i)
-            if not left:
-                break
-    return None if left else shares
 
 
 def _ordinal(n: int) -> str:
@@ -205,15 +147,6 @@ _preemptions = telemetry.meter("fluence.ledger").create_counter(
 )
 
 
-def _total_compute(pods: Sequence[Pod], split: Mapping[str, Split]) -> dict[str, int]:
-    """The node resources a whole group asks for, summed over its pods."""
-    total: dict[str, int] = {}
-    for p in pods:
-        for t, n in split[p.key][0].items():
-            total[t] = total.get(t, 0) + n
-    return total
-
-
 class Ledger:
     def __init__(
         self,
@@ -230,9 +163,9 @@ class Ledger:
     ) -> None:
         if spread not in SPREADS:
             raise ValueError(f"spread must be one of {', '.join(SPREADS)}, not {spread!r}")
-        self.spread = spread
-        """How a gang that spans several domains is shared among them (:data:`SPREADS`)."""
         self.graph = graph
+        self.topology = DomainChoice(graph, self._place_locked, spread)
+        """Which domains a group is matched in; how a spanning gang is shared (``spread``)."""
         self.events: PodEvents = events if events is not None else NoEvents()
         """Warnings for pod owners (an ignored record, a gang timeout)."""
         self.gang_timeout = gang_timeout
@@ -249,8 +182,6 @@ class Ledger:
         self._retrying = False
         self._next_id = 1
         self._last_match: OrderedDict[str, LastMatch] = OrderedDict()
-        self._next_domain: dict[str, str] = {}
-        """Per topology level, the domain the last group placed by level went to."""
         self.default_runtime = default_runtime
         self.reserve_depth = reserve_depth
         """Waiting groups that hold a reservation (1: EASY backfill)."""
@@ -352,16 +283,22 @@ class Ledger:
         The match leaves free what the groups ahead of this one have reserved; a
         group that does not fit waits in the queue, reserved when near its head.
         """
-        split = {p.key: split_requests(pod_requests(p)) for p in pods}
         level = self.graph.level_of(topology) if topology else ""
         runtime = group_runtime(pods, self.default_runtime)
-        # What a match now must leave free of reservations: the runtime when the kubelet
-        # enforces it, else everything from now on (a tenant's estimate plans, never backfills).
-        window = runtime if group_enforced(pods) else 0
-        planned = self._jobspecs(group, pods, exclude, split, runtime)
-        specs = (
-            planned if window == runtime else self._jobspecs(group, pods, exclude, split, window)
+        req = GroupRequest(
+            group,
+            tuple(pods),
+            {p.key: split_requests(pod_requests(p)) for p in pods},
+            self.graph.known_types(),
+            tuple(exclude),
+            runtime,
+            # What a match now must leave free of reservations: the runtime when the kubelet
+            # enforces it, else everything from now on (an estimate plans, never backfills).
+            runtime if group_enforced(pods) else 0,
         )
+        window = req.window
+        planned = req.specs(runtime)
+        specs = planned if window == runtime else req.specs(window)
         with _tracer.start_as_current_span("match") as span:
             span.set_attribute("group", group)
             span.set_attribute("pods", len(pods))
@@ -380,20 +317,14 @@ class Ledger:
                     self._reserve_ahead(waiting)
                     self._keep_out = self._room_of_preemptors(group, priority)
                     if self._keep_out:
-                        exclude = sorted(set(exclude) | self._keep_out)
-                        specs = self._jobspecs(group, pods, exclude, split, window)
+                        req = req.excluding(sorted(self._keep_out))
+                        specs = req.specs(window)
                     if parts:
-                        result = self._place_parts(
-                            group, pods, exclude, split, level, parts, runtime, window
-                        )
+                        result = self.topology.parts(req, level, parts)
                     elif level:
-                        result = self._place_in_one_domain(
-                            group, pods, exclude, split, level, runtime, window
-                        )
+                        result = self.topology.one_domain(req, level)
                     else:
-                        result = self._place_packed(
-                            group, pods, exclude, split, specs, runtime, window
-                        )
+                        result = self.topology.packed(req, specs)
                     for h in result.holdings.values():
                         h.priority = priority
                         h.singly = singly
@@ -403,10 +334,7 @@ class Ledger:
                         # Its ways to be reserved, one per domain that could ever hold it:
                         # only a group that waits needs them (built for every domain).
                         waiting.options = tuple(
-                            specs
-                            for _, specs in self._domain_specs(
-                                group, pods, exclude, split, level, runtime
-                            )
+                            specs for _, specs in self.topology.domain_specs(req, level, runtime)
                         )
                     result = self._queue_outcome(waiting, result)
                 finally:
@@ -502,51 +430,6 @@ class Ledger:
                 self.graph.cancel_reservations(w.reservation.jobs)
                 w.reservation = None
         del self._reserved[keep:]
-
-    def _domain_specs(
-        self,
-        group: str,
-        pods: Sequence[Pod],
-        exclude: Sequence[str],
-        split: Mapping[str, Split],
-        level: str,
-        duration: int,
-        start: str = "",
-    ) -> Iterator[tuple[str, GroupSpecs]]:
-        """(path, jobspecs of ``duration``) for each ``level`` domain that could ever hold it.
-
-        In path order, beginning at the first path not before ``start``.
-        """
-        domains = self.graph.domains(level)
-        need = _total_compute(pods, split)
-        paths = sorted(domains)
-        first = next((i for i, p in enumerate(paths) if p >= start), 0)
-        for path in paths[first:] + paths[:first]:
-            members = domains[path]
-            capacity = self.graph.capacity_of(members)
-            if any(capacity.get(t, 0) < n for t, n in need.items()):
-                continue  # this domain can never hold the group
-            yield path, self._jobspecs(group, pods, exclude, split, duration, members)
-
-    def _jobspecs(
-        self,
-        group: str,
-        pods: Sequence[Pod],
-        exclude: Sequence[str],
-        split: Mapping[str, Split],
-        duration: int,
-        within: Sequence[str] = (),
-    ) -> GroupSpecs:
-        """The group's jobspecs over this graph's types, ``within`` some nodes when given."""
-        return group_jobspecs(
-            group,
-            pods,
-            self.graph.known_types(),
-            exclude,
-            split=split,
-            within=within,
-            duration=duration,
-        )
 
     def _reserve(self, w: Waiting) -> None:
         """Reserve ``w``'s capacity at the earliest time it frees (now, when it fits now).
@@ -844,290 +727,15 @@ class Ledger:
         with self.lock:
             return self._last_match.get(group)
 
-    def _place_packed(
-        self,
-        group: str,
-        pods: Sequence[Pod],
-        exclude: Sequence[str],
-        split: Mapping[str, Split],
-        specs: GroupSpecs,
-        runtime: int,
-        window: int,
-    ) -> PlaceResult:
-        """A gang without a topology constraint, in as few domains as the levels allow.
-
-        One rack if any rack holds it, else the fewest racks that do, else one zone,
-        else anywhere: the preference never makes a gang wait that fits across
-        domains. A group of one, or a graph without levels, is matched once, anywhere.
-        """
-        if len(pods) > 1:
-            levels = [
-                level
-                for level in reversed(self.graph.level_types())
-                if len(self.graph.domains(level)) >= 2
-            ]
-            for i, level in enumerate(levels):
-                result = self._place_in_one_domain(
-                    group, pods, exclude, split, level, runtime, window
-                )
-                if result.status == "allocated":
-                    return result
-                if i == 0:
-                    spanning = self._place_in_fewest_domains(
-                        group, pods, exclude, split, level, runtime, window
-                    )
-                    if spanning is not None:
-                        return spanning
-        return self._place_locked(group, pods, specs, split, runtime, window)
-
-    def _place_in_fewest_domains(
-        self,
-        group: str,
-        pods: Sequence[Pod],
-        exclude: Sequence[str],
-        split: Mapping[str, Split],
-        level: str,
-        runtime: int,
-        window: int,
-    ) -> PlaceResult | None:
-        """A gang no one ``level`` domain holds, in the fewest of them that do (None if not).
-
-        Each domain counts how many of the gang's largest pods its free capacity takes;
-        the fewest domains with enough, those with the most first, are matched as one
-        hostlist, preferring a set inside one parent domain (one zone) when that needs
-        no more of them. Up to two more domains are added when the match still finds
-        no room (capacity in pieces smaller than a pod's), then the caller goes on.
-        """
-        largest = _largest_shape(pods, split)
-        if not largest:
-            return None
-        usage = self.graph.node_usage()
-        excluded = set(exclude)
-        slots: dict[str, int] = {}
-        members: dict[str, list[str]] = {}
-        for path, nodes in self.graph.domains(level).items():
-            usable = [n for n in nodes if n not in excluded and n in usage]
-            members[path] = usable
-            slots[path] = _slots(usable, largest, usage, "free")
-        wanted = len(pods)
-
-        def fewest(paths: Sequence[str]) -> list[str]:
-            chosen: list[str] = []
-            held = 0
-            for path in sorted(paths, key=lambda p: (-slots[p], p)):
-                if held >= wanted or not slots[path]:
-                    break
-                chosen.append(path)
-                held += slots[path]
-            return chosen if held >= wanted else []
-
-        by_parent: dict[str, list[str]] = {}
-        for path in slots:
-            by_parent.setdefault(path.rsplit("/", 1)[0], []).append(path)
-        candidates = [c for c in (fewest(ps) for ps in by_parent.values()) if c]
-        anywhere = fewest(list(slots))
-        if not anywhere:
-            return None
-        best = min(candidates, key=len) if candidates else anywhere
-        if len(anywhere) < len(best):
-            best = anywhere
-        ranked = [p for p in sorted(slots, key=lambda p: (-slots[p], p)) if p not in best]
-        for extra in range(3):
-            chosen = best + ranked[:extra]
-            if extra and len(chosen) == len(best):
-                break
-            within = [n for path in chosen for n in members[path]]
-            specs = self._jobspecs(group, pods, exclude, split, window, within)
-            if self.spread == BALANCED:
-                specs = self._balanced(
-                    group, pods, exclude, split, window, specs, chosen, members, slots
-                )
-            result = self._place_locked(group, pods, specs, split, runtime, window)
-            if result.status == "allocated":
-                return result
-        return None
-
-    def _balanced(
-        self,
-        group: str,
-        pods: Sequence[Pod],
-        exclude: Sequence[str],
-        split: Mapping[str, Split],
-        window: int,
-        whole: GroupSpecs,
-        chosen: Sequence[str],
-        members: Mapping[str, Sequence[str]],
-        slots: Mapping[str, int],
-    ) -> GroupSpecs:
-        """``whole``'s compute pods shared as evenly as the ``chosen`` domains' room allows.
-
-        12 pods on two racks with room for 10 each: 6 and 6. Each domain's share is
-        matched inside it; the devices stay one request for the group.
-        """
-        placed = [p for p in sorted(pods, key=lambda p: p.key) if split[p.key][0]]
-        shares = balanced_shares(len(placed), [slots[path] for path in chosen])
-        if shares is None:
-            return whole
-        compute: list[ComputeSpec] = []
-        start = 0
-        for path, share in zip(chosen, shares, strict=True):
-            part = placed[start : start + share]
-            start += share
-            if part:
-                specs = self._jobspecs(group, part, exclude, split, window, members[path])
-                compute.extend(specs.compute)
-        return GroupSpecs(tuple(compute), whole.devices)
-
-    def _place_in_one_domain(
-        self,
-        group: str,
-        pods: Sequence[Pod],
-        exclude: Sequence[str],
-        split: Mapping[str, Split],
-        level: str,
-        runtime: int,
-        window: int,
-    ) -> PlaceResult:
-        """Place the whole group inside one vertex of type ``level`` (a rack, say).
-
-        Each domain is tried in path order with every node outside it excluded, so the
-        matcher's own all-or-nothing match decides; the first domain that holds the
-        group wins. Busy when some domain could hold it once capacity frees.
-        """
-        busy = 0
-        domains = self.graph.domains(level)
-        # Next fit: start where the last group of this level went, so a stream of gangs
-        # does not try every full domain before the one with room.
-        start = self._next_domain.get(level, "")
-        for path, specs in self._domain_specs(group, pods, exclude, split, level, window, start):
-            result = self._place_locked(group, pods, specs, split, runtime, window)
-            if result.status == "allocated":
-                self._next_domain[level] = path
-                return result
-            busy += result.status == "busy"
-        if busy:
-            return PlaceResult(
-                "busy",
-                f"group {group}: no single {level} has room for all of its pods now "
-                f"({busy} of {len(domains)} could hold them once capacity frees)",
-            )
-        return PlaceResult(
-            "unsatisfiable",
-            f"group {group} can never fit: no {level} ({len(domains)} in the graph) can hold "
-            "all of its pods, and the group requires one",
+    def _place_locked(self, req: GroupRequest, specs: GroupSpecs) -> PlaceResult:
+        """Match ``specs`` now (of ``req.window`` seconds), then hold each pod ``req.runtime``."""
+        group, pods, split, runtime, window = (
+            req.group,
+            req.pods,
+            req.split,
+            req.runtime,
+            req.window,
         )
-
-    def _place_parts(
-        self,
-        group: str,
-        pods: Sequence[Pod],
-        exclude: Sequence[str],
-        split: Mapping[str, Split],
-        level: str,
-        parts: Sequence[tuple[str, Sequence[str]]],
-        runtime: int,
-        window: int,
-    ) -> PlaceResult:
-        """A group whose ``parts`` each need one domain of their own key, inside one domain
-        of ``level`` (the whole cluster when ""), matched together, all or nothing.
-
-        Per outer domain, each part (largest first) takes the inner domain with the
-        fewest free slots that still hold it, its room then counted as used; the
-        pods of no part may go anywhere in the outer domain.
-        """
-        outer = self.graph.domains(level) if level else {"": list(self.graph.node_names())}
-        by_key = {p.key: p for p in pods}
-        inner = [
-            (self.graph.level_of(key), [by_key[k] for k in keys if k in by_key])
-            for key, keys in parts
-        ]
-        inner.sort(key=lambda part: -len(part[1]))
-        in_parts = {p.key for _, members in inner for p in members}
-        rest = [p for p in pods if p.key not in in_parts]
-        usage = self.graph.node_usage()
-        excluded = set(exclude)
-        devices = self._jobspecs(group, pods, exclude, split, window).devices
-        could = False
-        for nodes in outer.values():
-            allowed = {n for n in nodes if n not in excluded and n in usage}
-            chosen: list[tuple[list[str], list[Pod]]] = []
-            used: dict[str, int] = {}
-            fits_now = ever_all = True
-            for child_level, members in inner:
-                if not members:
-                    continue
-                largest = _largest_shape(members, split)
-                best: tuple[int, str, list[str]] | None = None
-                ever = False
-                for dpath, dnodes in self.graph.domains(child_level).items():
-                    mine = [n for n in dnodes if n in allowed]
-                    if not mine:
-                        continue
-                    ever |= _slots(mine, largest, usage, "capacity") >= len(members)
-                    room = _slots(mine, largest, usage, "free") - used.get(dpath, 0)
-                    if room >= len(members) and (best is None or room < best[0]):
-                        best = (room, dpath, mine)
-                if not ever:
-                    ever_all = False
-                    break
-                if best is None:
-                    fits_now = False
-                    continue
-                used[best[1]] = used.get(best[1], 0) + len(members)
-                chosen.append((best[2], members))
-            could |= ever_all
-            if not (fits_now and ever_all):
-                continue
-            compute: list[ComputeSpec] = []
-            for within, members in chosen:
-                compute.extend(self._named_specs(group, members, exclude, split, window, within))
-            if rest:
-                within = sorted(allowed) if level else []
-                compute.extend(self._named_specs(group, rest, exclude, split, window, within))
-            specs = GroupSpecs(tuple(compute), devices)
-            result = self._place_locked(group, pods, specs, split, runtime, window)
-            if result.status == "allocated":
-                return result
-        what = f"one {level}" if level else "the cluster"
-        if could:
-            return PlaceResult(
-                "busy",
-                f"group {group}: no room now in {what} for each of its parts in a domain of "
-                "its own",
-            )
-        return PlaceResult(
-            "unsatisfiable",
-            f"group {group} can never fit: {what} has no domains that can hold each of its parts",
-        )
-
-    def _named_specs(
-        self,
-        group: str,
-        pods: Sequence[Pod],
-        exclude: Sequence[str],
-        split: Mapping[str, Split],
-        window: int,
-        within: Sequence[str],
-    ) -> list[ComputeSpec]:
-        """``pods``' compute jobspecs ``within`` some nodes, each for exactly those pods."""
-        specs = self._jobspecs(group, pods, exclude, split, window, within)
-        by_shape: dict[Any, list[str]] = {}
-        for p in sorted(pods, key=lambda p: p.key):
-            compute = split[p.key][0]
-            if compute:
-                by_shape.setdefault(tuple(sorted(compute.items())), []).append(p.key)
-        return [replace(cs, pods=tuple(by_shape[cs.shape])) for cs in specs.compute]
-
-    def _place_locked(
-        self,
-        group: str,
-        pods: Sequence[Pod],
-        specs: GroupSpecs,
-        split: Mapping[str, Split],
-        runtime: int,
-        window: int,
-    ) -> PlaceResult:
-        """Match ``specs`` now (of ``window`` seconds), then hold each pod ``runtime`` seconds."""
         matched: list[int] = []
         node_of: dict[str, str] = {}
         backends: list[tuple[str, BackendChoice]] = []

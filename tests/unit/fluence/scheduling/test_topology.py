@@ -246,7 +246,7 @@ def test_each_levels_domains_are_kept_until_a_node_moves() -> None:
 def test_balanced_shares_fill_domains_evenly_within_their_room(
     count: int, room: list[int], shares: list[int] | None
 ) -> None:
-    from fluence.ledger import balanced_shares
+    from fluence.scheduling.topology import balanced_shares
 
     got = balanced_shares(count, room)
     assert got == shares

@@ -1,0 +1,64 @@
+"""One group's placement as every step of it sees it, and what came of it.
+
+A request is made once per ``place`` and never changes: the topology choice,
+the match and the queue read the same pods, exclusions and times from it
+instead of each taking the same seven arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from fluence.group_jobspec import GroupSpecs, group_jobspecs
+from fluence.pods import Pod, Split
+from fluence.scheduling.holdings import Holding
+
+
+@dataclass(frozen=True)
+class GroupRequest:
+    """A group to place: its pods, the nodes it may not use, and how long it holds them."""
+
+    group: str
+    pods: Sequence[Pod]
+    split: Mapping[str, Split]
+    """Each pod's (node resources, device resources), by pod key."""
+    known_types: Collection[str]
+    """The graph's resource types: a jobspec names only these."""
+    exclude: Sequence[str] = ()
+    runtime: int = 0
+    """Seconds each pod is expected to hold what it gets (0: until released)."""
+    window: int = 0
+    """Seconds a match now must leave reservations free for (0: for good)."""
+
+    def specs(self, duration: int, within: Sequence[str] = ()) -> GroupSpecs:
+        """The group's jobspecs of ``duration`` seconds, ``within`` some nodes when given."""
+        return group_jobspecs(
+            self.group,
+            self.pods,
+            self.known_types,
+            self.exclude,
+            split=self.split,
+            within=within,
+            duration=duration,
+        )
+
+    def narrowed(self, pods: Sequence[Pod]) -> GroupRequest:
+        """The same request for some of its pods (one domain's share, a composite's part)."""
+        return replace(self, pods=pods)
+
+    def excluding(self, nodes: Sequence[str]) -> GroupRequest:
+        """The same request kept off ``nodes`` as well."""
+        return replace(self, exclude=sorted(set(self.exclude) | set(nodes)))
+
+
+@dataclass(frozen=True)
+class PlaceResult:
+    """Outcome of placing a group: ``allocated`` (holdings made), ``busy`` or ``unsatisfiable``."""
+
+    status: str
+    message: str = ""
+    holdings: Mapping[str, Holding] = field(default_factory=dict)
+    match_seconds: float = 0.0
+    starts_in: int | None = None
+    """Seconds until a waiting group's reservation starts (0: now); None when it has none."""
