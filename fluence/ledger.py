@@ -26,17 +26,10 @@ requests; any other record is ignored, counted and logged, and the pod is
 accounted by its requests like another scheduler's. Matcher job ids are local
 to the process: a replay takes fresh ones, never the ids a record carries.
 
-The queue. A group that does not fit now waits in :class:`GroupQueue` order
-(priority, then arrival), and the first ``reserve_depth`` waiting groups hold
-*reservations*: matcher jobs at the earliest time their capacity frees, made
-with Fluxion's ``allocate_orelse_reserve`` from each holding's expected end
-(:mod:`fluence.runtimes`). Every match made now must leave those spans free,
-so a later group is placed now only where it delays no group ahead of it
-(conservative backfill; with ``reserve_depth=1``, EASY: only the head is
-protected). It must leave them free for as long as its pods may run: their
-``activeDeadlineSeconds``, or for good when the runtime is only an estimate.
-Reservations are made again, in order, whenever capacity frees or the order
-changes, so they move earlier when pods end early.
+The queue. A group that does not fit now waits, in priority then arrival order;
+the first of the waiting groups hold reservations that every later match must
+leave free (:mod:`fluence.scheduling.reservations`). Which zones and racks a
+group is matched in is :mod:`fluence.scheduling.topology`'s choice.
 """
 
 from __future__ import annotations
@@ -53,7 +46,6 @@ from fluence import names, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import NoEvents, PodEvents
 from fluence.group_jobspec import GroupSpecs, with_duration
-from fluence.group_queue import GroupQueue, Reservation, Waiting
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, pod_requests, split_requests
 from fluence.runtimes import group_enforced, group_runtime, pod_runtime
@@ -65,6 +57,7 @@ from fluence.scheduling.holdings import (
     Holding,
     HoldingsByPod,
 )
+from fluence.scheduling.queue import GroupQueue
 from fluence.scheduling.record import (
     AllocationRecord,
     DeviceRecord,
@@ -74,6 +67,7 @@ from fluence.scheduling.record import (
     trusted_record,
 )
 from fluence.scheduling.request import GroupRequest, PlaceResult
+from fluence.scheduling.reservations import DEFAULT_DEPTH, Reservations
 from fluence.scheduling.topology import PACK, SPREADS, DomainChoice
 from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation
@@ -90,7 +84,6 @@ event moves it (plus half a minute of back-off). A group silent that long is gon
 silent for less may be parked, and keeps its place and its reservation."""
 DEFAULT_RUNTIME = 3600
 """Seconds a pod without a deadline or runtime annotation is expected to run."""
-DEFAULT_RESERVE_DEPTH = 32
 
 
 class LedgerError(RuntimeError):
@@ -110,11 +103,6 @@ class LastMatch:
 
 LAST_MATCHES_KEPT = 4096
 """Groups whose last match is remembered; the oldest are forgotten first."""
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def describe(amounts: Mapping[str, int]) -> str:
@@ -158,7 +146,7 @@ class Ledger:
         seal: RecordSeal | None = None,
         events: PodEvents | None = None,
         default_runtime: int = DEFAULT_RUNTIME,
-        reserve_depth: int = DEFAULT_RESERVE_DEPTH,
+        reserve_depth: int = DEFAULT_DEPTH,
         spread: str = PACK,
     ) -> None:
         if spread not in SPREADS:
@@ -183,14 +171,8 @@ class Ledger:
         self._next_id = 1
         self._last_match: OrderedDict[str, LastMatch] = OrderedDict()
         self.default_runtime = default_runtime
-        self.reserve_depth = reserve_depth
-        """Waiting groups that hold a reservation (1: EASY backfill)."""
-        self.queue = GroupQueue()
-        self._reserved: list[str] = []
-        """Groups holding reservations, in queue order: always a prefix of the queue."""
-        self._replan = False
-        """Capacity freed or the order changed: reservations may move, make them again."""
-        self._drops_seen = graph.reservations_dropped
+        self.reservations = Reservations(graph, self._new_id, reserve_depth)
+        """The waiting groups in order and the reservations of the first ``reserve_depth``."""
         self._preempting: dict[str, str] = {}
         """Units being evicted (whole groups, or pods of singly groups) -> whom they make
         room for."""
@@ -305,7 +287,7 @@ class Ledger:
             started = time.perf_counter()
             with self.lock, self.graph.lock:
                 try:
-                    waiting = self.queue.arrive(
+                    waiting = self.reservations.queue.arrive(
                         group,
                         priority,
                         (p.key for p in pods),
@@ -314,7 +296,7 @@ class Ledger:
                         enforced=window == runtime,
                         options=() if level else (planned,),
                     )
-                    self._reserve_ahead(waiting)
+                    self.reservations.ahead(waiting)
                     self._keep_out = self._room_of_preemptors(group, priority)
                     if self._keep_out:
                         req = req.excluding(sorted(self._keep_out))
@@ -336,7 +318,7 @@ class Ledger:
                         waiting.options = tuple(
                             specs for _, specs in self.topology.domain_specs(req, level, runtime)
                         )
-                    result = self._queue_outcome(waiting, result)
+                    result = self.reservations.outcome(waiting, result)
                 finally:
                     self._keep_out = frozenset()
                     elapsed = time.perf_counter() - started
@@ -350,202 +332,27 @@ class Ledger:
 
     # ---- the queue ---------------------------------------------------------------------
 
+    @property
+    def queue(self) -> GroupQueue:
+        """The waiting groups in order (:attr:`reservations` owns them)."""
+        return self.reservations.queue
+
     def plan(self) -> list[dict[str, Any]]:
-        """Make the reservations of the queue's first ``reserve_depth`` groups; the queue."""
+        """Make the reservations of the queue's first groups; the queue, in order."""
         with self.lock, self.graph.lock:
-            self._reserve_ahead(None)
-            return self.waiting()
+            self.reservations.ahead(None)
+            return self.reservations.listing(self.clock())
 
     def fitting_unasked(self, quiet: float, repeat: float) -> list[tuple[str, list[str]]]:
-        """Reserved groups that fit now but none of whose pods asked for ``quiet`` seconds.
-
-        Their pods are likely parked in kube-scheduler's unschedulable queue, which
-        an event about the room that came free would have emptied; but kube-scheduler
-        may see such an event (a deletion) before this ledger does, ask, be refused
-        and then wait minutes. Reservations are made again first, so a group that
-        fits now holds one that starts now. A group is returned once after each
-        ask, and again every ``repeat`` seconds while it still waits. Returns
-        (group, its pods).
-        """
+        """Reserved groups that fit now and whose pods did not ask for ``quiet`` seconds
+        (:meth:`Reservations.fitting_unasked`)."""
         with self.lock, self.graph.lock:
-            self._reserve_ahead(None)
-            now, clock = self.graph.now(), self.clock()
-            due = []
-            for w in self.queue.ordered()[: self.reserve_depth]:
-                r = w.reservation
-                if r is None or r.start > now or clock - w.seen < quiet:
-                    continue
-                if w.requeued > w.seen and clock - w.requeued < repeat:
-                    continue
-                w.requeued = clock
-                due.append((w.group, sorted(w.pods)))
-            return due
-
-    def _reserve_ahead(self, waiting: Waiting | None) -> None:
-        """Make sure the groups ahead of ``waiting`` hold their reservations, in order.
-
-        Reservations of ``waiting`` itself and of the groups behind it are dropped:
-        its match now may take what they reserved, never what the groups ahead did.
-        ``None``: the whole queue, up to the depth.
-        """
-        self.graph.hold_on()
-        if waiting is None:
-            ahead = self.queue.ordered()[: self.reserve_depth]
-        else:
-            ahead = self.queue.ahead_of(waiting.group, self.reserve_depth)
-        if self._replan or self.graph.reservations_dropped != self._drops_seen:
-            self._drop_reservations(0)
-            self._replan = False
-            self._drops_seen = self.graph.reservations_dropped
-        keep = 0
-        now = self.graph.now()
-        while (
-            keep < len(self._reserved)
-            and keep < len(ahead)
-            and self._reserved[keep] == ahead[keep].group
-            and not self._lapsing(ahead[keep], now)
-        ):
-            keep += 1
-        self._drop_reservations(keep)
-        for w in ahead[keep:]:
-            self._reserve(w)
-
-    @staticmethod
-    def _lapsing(w: Waiting, now: int) -> bool:
-        """``w``'s reservation is half over and the group has not started.
-
-        A reservation covers the group's runtime from its start; while any of it is
-        left, nothing placed now can overlap it. When the group's pods are slow to
-        ask again, it is made again from now (with those behind it) before it ends:
-        at half its span, so at most twice per runtime, not on every call.
-        """
-        r = w.reservation
-        return r is not None and w.runtime > 0 and now - r.start >= max(w.runtime // 2, 1)
-
-    def _drop_reservations(self, keep: int) -> None:
-        """Cancel the reservations of all but the first ``keep`` reserved groups."""
-        for group in self._reserved[keep:]:
-            w = self.queue.get(group)
-            if w is not None and w.reservation is not None:
-                self.graph.cancel_reservations(w.reservation.jobs)
-                w.reservation = None
-        del self._reserved[keep:]
-
-    def _reserve(self, w: Waiting) -> None:
-        """Reserve ``w``'s capacity at the earliest time it frees (now, when it fits now).
-
-        A group with several ways to be placed (one per rack it may use) takes the
-        one that starts first.
-        """
-        self._reserved.append(w.group)
-        w.reservation, w.note = None, "never fits the cluster"
-        now = self.graph.now()
-        for specs in w.options:
-            got = self._reserve_one(specs, w)
-            if got is None:
-                continue
-            if w.reservation is None or got.start < w.reservation.start:
-                if w.reservation is not None:
-                    self.graph.cancel_reservations(w.reservation.jobs)
-                w.reservation, w.note = got, ""
-            else:
-                self.graph.cancel_reservations(got.jobs)
-            if w.reservation.start <= now:
-                break
-
-    def _reserve_one(self, specs: GroupSpecs, w: Waiting) -> Reservation | None:
-        now = self.graph.now()
-        jobs: list[int] = []
-        start = now
-        for js in [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]:
-            jid = self._new_id()
-            try:
-                if w.enforced:
-                    alloc = self.graph.reserve(js, jid)
-                else:
-                    alloc = self.graph.reserve_open_ended(js, jid)
-            except (InputError, StateError) as exc:
-                self.graph.cancel_reservations(jobs)
-                w.note = f"cannot be reserved: {exc}"
-                return None
-            if not alloc.ok:
-                self.graph.cancel_reservations(jobs)
-                if alloc.status != "unsatisfiable":
-                    w.note = (
-                        "no start time can be planned: what it needs is held with no expected end"
-                    )
-                return None
-            jobs.append(jid)
-            start = max(start, alloc.at)
-        return Reservation(tuple(jobs), start, now)
-
-    def _queue_outcome(self, waiting: Waiting, result: PlaceResult) -> PlaceResult:
-        """Leave the queue when placed or never placeable; else reserve and say when it starts."""
-        if result.status != "busy":
-            self._left(self.queue.leave(waiting.group), "")
-            return result
-        position = self.queue.position(waiting.group)
-        if position <= self.reserve_depth:
-            self._reserve(waiting)
-        r = waiting.reservation
-        starts_in = max(r.start - self.graph.now(), 0) if r is not None else None
-        return PlaceResult(
-            result.status, f"{result.message}; {self._when(waiting)}", starts_in=starts_in
-        )
-
-    def _when(self, w: Waiting) -> str:
-        """When ``w`` is expected to start, in words for its pods' events."""
-        position, waiting = self.queue.position(w.group), len(self.queue)
-        where = f"{_ordinal(position)} of {waiting} waiting groups"
-        r = w.reservation
-        if r is None:
-            return f"{where}, {w.note or 'not reserved yet (behind the reserved groups)'}"
-        if r.start <= r.made:
-            return f"{where}; capacity is held for it now"
-        at = self.graph.wall_time(r.start)
-        clock = time.strftime("%H:%M:%S", time.gmtime(at))
-        return f"{where}; reserved from {clock} UTC (in {r.start - self.graph.now()}s)"
-
-    def _left(self, w: Waiting | None, why: str) -> None:
-        """``w`` left the queue: its reservation goes, and those behind may move earlier."""
-        if w is None:
-            return
-        if w.reservation is not None:
-            self.graph.cancel_reservations(w.reservation.jobs)
-            w.reservation = None
-        if w.group in self._reserved:
-            self._replan = True
-        if why:
-            log.info("group left the queue", extra={"group": w.group, "reason": why})
+            return self.reservations.fitting_unasked(quiet, repeat, self.clock())
 
     def waiting(self) -> list[dict[str, Any]]:
         """The queue in order, for ``/state`` and ``kubectl fluence queue``."""
         with self.lock:
-            out = []
-            now = self.graph.now()
-            for i, w in enumerate(self.queue.ordered(), 1):
-                r = w.reservation
-                out.append(
-                    {
-                        "group": w.group,
-                        "position": i,
-                        "priority": w.priority,
-                        "pods": len(w.pods),
-                        "runtime": w.runtime,
-                        "waiting_seconds": round(self.clock() - w.since, 3),
-                        "reserved": r is not None,
-                        "start": (
-                            time.strftime(
-                                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.graph.wall_time(r.start))
-                            )
-                            if r is not None
-                            else None
-                        ),
-                        "starts_in": max(r.start - now, 0) if r is not None else None,
-                        "note": w.note,
-                    }
-                )
-            return out
+            return self.reservations.listing(self.clock())
 
     # ---- preemption --------------------------------------------------------------------
 
@@ -579,9 +386,8 @@ class Ledger:
                 return []
             # Its own reservation would stand in its way: the queue makes it again.
             if w.reservation is not None:
-                self.graph.cancel_reservations(w.reservation.jobs)
-                w.reservation = None
-                self._replan = True
+                self.reservations.cancel(w)
+                self.reservations.moved()
             self.graph.hold_on()
             order = sorted(
                 members,
@@ -671,7 +477,7 @@ class Ledger:
             going |= {d.jobid for hs in out.values() for h in hs if not h.singly for d in h.devices}
             going.discard(0)
             if going and self.graph.end_soon(going):
-                self._replan = True
+                self.reservations.moved()
             return out
 
     def start_preemption(self, group: str) -> tuple[list[str], dict[str, list[Holding]]]:
@@ -902,7 +708,7 @@ class Ledger:
             if h is None:
                 return None
             self._release_jobs(h)
-            self._replan = True
+            self.reservations.moved()
             self._version += 1
             if h.unit in self._preempting and not any(
                 o.unit == h.unit for o in self._holdings.values()
@@ -964,9 +770,7 @@ class Ledger:
             ]
             for k in old:
                 self.release(k, f"not bound within {self.unbound_timeout:.0f}s")
-            silent = max(self.gang_timeout, PARKED_SECONDS)
-            for w in self.queue.stale(now, silent):
-                self._left(w, f"none of its pods asked to be placed for {silent:.0f}s")
+            self.reservations.drop_silent(now, max(self.gang_timeout, PARKED_SECONDS))
             stuck = {
                 h.group
                 for h in self._holdings.values()
@@ -1196,9 +1000,7 @@ class Ledger:
     def forget(self, pod_key: str) -> None:
         """The pod was deleted."""
         with self.lock:
-            gone = self.queue.forget_pod(pod_key)
-            if gone is not None:
-                self._left(gone, "its pods are gone")
+            self.reservations.forget_pod(pod_key)
             self.release(pod_key, "pod deleted")
 
     def retry_unaccounted(self) -> None:

@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fluence import names
 from scheduler_extender.requeue import Requeuer
-from tests.unit.fluence.test_reservations import cluster, gang, place, pod, release_group
+from tests.unit.fluence.scheduling.test_reservations import cluster, gang, place, pod, release_group
 
 
 class Writes:

@@ -6,8 +6,8 @@ import hypothesis.strategies as st
 from hypothesis import given
 
 from fluence import names
-from fluence.group_queue import GroupQueue
 from fluence.runtimes import MAX_RUNTIME, group_runtime, parse_runtime, pod_runtime
+from fluence.scheduling.queue import GroupQueue
 from tests.unit.fluence.test_pods import make_pod
 
 

@@ -2,8 +2,8 @@
 
 A group joins when a match finds it busy and leaves once it is placed, when its
 pods are gone, or when none of them has asked again for ``timeout`` seconds.
-The queue only orders and remembers; the ledger makes the reservations
-(:class:`Reservation`) in this order, so that a group placed now never takes
+The queue only orders and remembers; :mod:`fluence.scheduling.reservations` makes the
+reservations (:class:`Reservation`) in this order, so that a group placed now never takes
 capacity from a group ahead of it at the time that group will start.
 """
 
