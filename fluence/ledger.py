@@ -38,14 +38,14 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fluence import names, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import NoEvents, PodEvents
-from fluence.group_jobspec import GroupSpecs, with_duration
+from fluence.group_jobspec import GroupSpecs
 from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY, Pod, pod_requests, split_requests
 from fluence.runtimes import group_enforced, group_runtime, pod_runtime
@@ -57,6 +57,7 @@ from fluence.scheduling.holdings import (
     Holding,
     HoldingsByPod,
 )
+from fluence.scheduling.preemption import Preemption
 from fluence.scheduling.queue import GroupQueue
 from fluence.scheduling.record import (
     AllocationRecord,
@@ -173,15 +174,10 @@ class Ledger:
         self.default_runtime = default_runtime
         self.reservations = Reservations(graph, self._new_id, reserve_depth)
         """The waiting groups in order and the reservations of the first ``reserve_depth``."""
-        self._preempting: dict[str, str] = {}
-        """Units being evicted (whole groups, or pods of singly groups) -> whom they make
-        room for."""
-        self._keep_out: frozenset[str] = frozenset()
-        """Nodes the placement under way may not take (see :meth:`_room_of_preemptors`)."""
+        self.preemption = Preemption(graph)
+        """Who is being evicted for whom, and the choice of victims."""
         self._version = 0
         """Counts placements and releases: a what-if answer holds until it changes."""
-        self._no_victims: dict[str, int] = {}
-        """Waiting group -> the version at which no set of victims would have let it fit."""
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -297,9 +293,9 @@ class Ledger:
                         options=() if level else (planned,),
                     )
                     self.reservations.ahead(waiting)
-                    self._keep_out = self._room_of_preemptors(group, priority)
-                    if self._keep_out:
-                        req = req.excluding(sorted(self._keep_out))
+                    kept = self.preemption.kept_room(group, priority, self.queue.get)
+                    if kept:
+                        req = req.beside_preemptors(sorted(kept))
                         specs = req.specs(window)
                     if parts:
                         result = self.topology.parts(req, level, parts)
@@ -320,7 +316,6 @@ class Ledger:
                         )
                     result = self.reservations.outcome(waiting, result)
                 finally:
-                    self._keep_out = frozenset()
                     elapsed = time.perf_counter() - started
             span.set_attribute("status", result.status)
             span.set_attribute("match_seconds", elapsed)
@@ -357,102 +352,25 @@ class Ledger:
     # ---- preemption --------------------------------------------------------------------
 
     def victims_for(self, group: str) -> list[str]:
-        """The fewest, lowest-priority units whose going lets waiting ``group`` fit now.
+        """The units whose eviction lets waiting ``group`` fit now (:meth:`Preemption.choose`).
 
-        A unit is a whole group, or one pod of a group whose PodGroup lets its
-        pods be disrupted one at a time (:attr:`Holding.unit`). Candidates are
-        units fluence placed whose priority is lower than ``group``'s and that
-        are not being preempted already; the lowest priority, then the most
-        recently placed, then the smallest, are taken first until a what-if
-        match says the group fits, then any taken one that is not needed is put
-        back. Empty when no such set exists, or when the group fits without one
-        (capacity came free since its match failed). Nothing changes.
+        Drops ``group``'s own reservation when there are candidates (the queue makes
+        it again); nothing is marked or released.
         """
         with self.lock, self.graph.lock:
             w = self.queue.get(group)
-            if w is None or not w.options or self._no_victims.get(group) == self._version:
+            if w is None or not self.preemption.worth_asking(w, self._version):
                 return []
-            members: dict[str, list[Holding]] = {}
-            for h in self._holdings.values():
-                if (
-                    h.state != FOREIGN
-                    and h.group
-                    and h.group != group
-                    and h.priority < w.priority
-                    and h.unit not in self._preempting
-                ):
-                    members.setdefault(h.unit, []).append(h)
+            held = list(self._holdings.values())
+            members = self.preemption.candidates(w, held)
             if not members:
                 return []
-            # Its own reservation would stand in its way: the queue makes it again.
             if w.reservation is not None:
                 self.reservations.cancel(w)
                 self.reservations.moved()
-            self.graph.hold_on()
-            order = sorted(
-                members,
-                key=lambda u: (
-                    max(h.priority for h in members[u]),
-                    -max(h.placed for h in members[u]),
-                    len(members[u]),
-                    u,
-                ),
-            )
+            return self.preemption.choose(w, members, held, self._version)
 
-            # Units of each group that may lose pods singly: its shared devices go only
-            # with its last one.
-            group_units: dict[str, set[str]] = {}
-            for h in self._holdings.values():
-                if h.singly:
-                    group_units.setdefault(h.group, set()).add(h.unit)
-
-            def jobs_of(units: Iterable[str]) -> set[int]:
-                out: set[int] = set()
-                taken = set(units)
-                for u in taken:
-                    for h in members[u]:
-                        if h.jobid:
-                            out.add(h.jobid)
-                        if not h.singly or group_units[h.group] <= taken:
-                            out.update(d.jobid for d in h.devices if d.jobid)
-                return out
-
-            # As its placement will ask: for as long as nothing ends it, unless enforced.
-            window = w.runtime if w.enforced else 0
-            now_options = [
-                [
-                    with_duration(js, window)
-                    for js in [c.jobspec for c in specs.compute]
-                    + [d.jobspec for d in specs.devices]
-                ]
-                for specs in w.options
-            ]
-
-            def fits(units: list[str]) -> bool:
-                with self.graph.without(jobs_of(units)):
-                    return any(self.graph.fits_now(jobspecs) for jobspecs in now_options)
-
-            if fits([]):
-                # Room came free since its match failed (a victim ended): nothing to take.
-                return []
-            chosen: list[str] = []
-            for u in order:
-                chosen.append(u)
-                if fits(chosen):
-                    break
-            else:
-                # Asked again by each member's filter: the answer stands until something moves.
-                self._no_victims[group] = self._version
-                if len(self._no_victims) > LAST_MATCHES_KEPT:
-                    self._no_victims.clear()
-                return []
-            for u in list(reversed(chosen[:-1])):
-                rest = [c for c in chosen if c != u]
-                if fits(rest):
-                    chosen = rest
-            return chosen
-
-    def preempt(self, units: Sequence[str], by: str) -> dict[str, list[Holding]]:
+    def evict_for(self, units: Sequence[str], by: str) -> dict[str, list[Holding]]:
         """Mark ``units`` as being preempted by ``by``; their bound pods, to be evicted.
 
         Their unbound members let go at once; the bound ones keep their capacity
@@ -465,14 +383,14 @@ class Ledger:
         with self.lock, self.graph.lock:
             for u in units:
                 _preemptions.add(1)
-                self._preempting[u] = by
+                self.preemption.mark(u, by)
                 hs = [h for h in self._holdings.values() if h.unit == u]
                 for h in hs:
                     if h.state == TENTATIVE and not h.seen_bound:
                         self.release(h.pod, f"preempted by group {by}")
                 out[u] = [h for h in hs if h.state == COMMITTED or h.seen_bound]
                 if not out[u]:
-                    self._preempting.pop(u, None)
+                    self.preemption.unmark(u)
             going = {h.jobid for hs in out.values() for h in hs if h.jobid}
             going |= {d.jobid for hs in out.values() for h in hs if not h.singly for d in h.devices}
             going.discard(0)
@@ -492,34 +410,17 @@ class Ledger:
             if already:
                 return already, {}
             victims = self.victims_for(group)
-            return [], self.preempt(victims, group) if victims else {}
-
-    def _room_of_preemptors(self, group: str, priority: int) -> frozenset[str]:
-        """Nodes reserved for higher-priority groups whose preempted pods are still going.
-
-        Their reservations start when those pods are planned to be gone, which is a
-        guess renewed second by second (:meth:`ClusterGraph.end_soon`); a short job
-        placed in front of one on those nodes, ending "just before", would delay the
-        preemptor and be preempted in turn. ``group`` is matched off them meanwhile;
-        other nodes stay open to it.
-        """
-        nodes: set[str] = set()
-        for by in set(self._preempting.values()):
-            w = self.queue.get(by)
-            if by == group or w is None or w.priority <= priority or w.reservation is None:
-                continue
-            nodes |= self.graph.reserved_nodes(w.reservation.jobs)
-        return frozenset(nodes)
+            return [], self.evict_for(victims, group) if victims else {}
 
     def preempted_for(self, group: str) -> list[str]:
         """The units being evicted to make room for ``group``, sorted."""
         with self.lock:
-            return sorted(u for u, by in self._preempting.items() if by == group)
+            return self.preemption.for_group(group)
 
     def preempting(self) -> dict[str, str]:
         """Groups being preempted -> the group that preempts them."""
         with self.lock:
-            return dict(self._preempting)
+            return dict(self.preemption.evicting)
 
     def _remember(self, group: str, last: LastMatch) -> None:
         with self.lock:
@@ -564,7 +465,7 @@ class Ledger:
                 if not alloc.ok:
                     undo()
                     return self._failure(
-                        group, alloc.status, f"{cs.count} pod(s) of {describe(dict(cs.shape))}"
+                        req, alloc.status, f"{cs.count} pod(s) of {describe(dict(cs.shape))}"
                     )
                 matched.append(jid)
                 # Specs of one shape (one per domain, spread) each take the next pods;
@@ -589,7 +490,7 @@ class Ledger:
                 if not alloc.ok:
                     undo()
                     what = f"{ds.count} {names.resource_name(ds.type)}"
-                    return self._failure(group, alloc.status, what)
+                    return self._failure(req, alloc.status, what)
                 matched.append(jid)
                 be = backend_of(alloc)
                 if be is None:
@@ -650,8 +551,10 @@ class Ledger:
             )
         return PlaceResult("allocated", "", made)
 
-    def _failure(self, group: str, status: str, what: str) -> PlaceResult:
-        if self._keep_out:
+    @staticmethod
+    def _failure(req: GroupRequest, status: str, what: str) -> PlaceResult:
+        group = req.group
+        if req.beside_preemptor:
             # Matched off the room kept for a preemptor: no verdict on "never".
             msg = (
                 f"group {group} does not fit now: not enough free capacity for {what} "
@@ -710,13 +613,11 @@ class Ledger:
             self._release_jobs(h)
             self.reservations.moved()
             self._version += 1
-            if h.unit in self._preempting and not any(
+            if h.unit in self.preemption.evicting and not any(
                 o.unit == h.unit for o in self._holdings.values()
             ):
-                log.info(
-                    "preempted group is gone",
-                    extra={"group": h.unit, "by": self._preempting.pop(h.unit)},
-                )
+                by = self.preemption.unmark(h.unit)
+                log.info("preempted group is gone", extra={"group": h.unit, "by": by})
             log.info("allocation released", extra={"pod": pod, "group": h.group, "reason": reason})
             if self._unaccounted and not self._retrying:
                 # Capacity came free: pods of other schedulers that did not fit may fit now.

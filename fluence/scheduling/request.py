@@ -30,6 +30,9 @@ class GroupRequest:
     """Seconds each pod is expected to hold what it gets (0: until released)."""
     window: int = 0
     """Seconds a match now must leave reservations free for (0: for good)."""
+    beside_preemptor: bool = False
+    """Kept off the room held for a higher-priority group whose victims are going: a
+    failed match then says "not now", never "never"."""
 
     def specs(self, duration: int, within: Sequence[str] = ()) -> GroupSpecs:
         """The group's jobspecs of ``duration`` seconds, ``within`` some nodes when given."""
@@ -47,9 +50,9 @@ class GroupRequest:
         """The same request for some of its pods (one domain's share, a composite's part)."""
         return replace(self, pods=pods)
 
-    def excluding(self, nodes: Sequence[str]) -> GroupRequest:
-        """The same request kept off ``nodes`` as well."""
-        return replace(self, exclude=sorted(set(self.exclude) | set(nodes)))
+    def beside_preemptors(self, nodes: Sequence[str]) -> GroupRequest:
+        """The same request kept off ``nodes``, held for preempting groups."""
+        return replace(self, exclude=sorted(set(self.exclude) | set(nodes)), beside_preemptor=True)
 
 
 @dataclass(frozen=True)
