@@ -55,13 +55,12 @@ from fluence.scheduling.holdings import (
     TENTATIVE,
     GroupDevices,
     Holding,
-    HoldingsByPod,
+    Holdings,
 )
 from fluence.scheduling.preemption import Preemption
 from fluence.scheduling.queue import GroupQueue
 from fluence.scheduling.record import (
     AllocationRecord,
-    DeviceRecord,
     PendingMember,
     RecordSeal,
     process_seal,
@@ -162,17 +161,19 @@ class Ledger:
         self.unbound_timeout = unbound_timeout
         self.clock = clock
         self.lock = threading.RLock()
-        self._holdings = HoldingsByPod()
-        self._groups: dict[str, GroupDevices] = {}
+        self.store = Holdings(graph)
+        """Every pod's holding and every group's devices."""
+        self.store.freed.append(self._hand_over)
+        self._holdings = self.store.by_pod
+        self._groups = self.store.devices
         self._unaccounted: dict[str, Pod] = {}
         self._claimants: dict[str, dict[str, Pod]] = {}
         """Backend name -> pods without a trusted record that name it while another holds it:
         they take it over when it is let go, so it is never handed to a third pod."""
         self._retrying = False
-        self._next_id = 1
         self._last_match: OrderedDict[str, LastMatch] = OrderedDict()
         self.default_runtime = default_runtime
-        self.reservations = Reservations(graph, self._new_id, reserve_depth)
+        self.reservations = Reservations(graph, self.store.new_id, reserve_depth)
         """The waiting groups in order and the reservations of the first ``reserve_depth``."""
         self.preemption = Preemption(graph)
         """Who is being evicted for whom, and the choice of victims."""
@@ -180,13 +181,6 @@ class Ledger:
         """Counts placements and releases: a what-if answer holds until it changes."""
 
     # ---- ids ---------------------------------------------------------------------------
-
-    def _new_id(self) -> int:
-        while True:
-            jid = self._next_id
-            self._next_id += 1
-            if not self.graph.holds(jid):
-                return jid
 
     # ---- queries -----------------------------------------------------------------------
 
@@ -460,7 +454,7 @@ class Ledger:
                 shape_pods.setdefault(tuple(sorted(compute.items())), []).append(p.key)
         try:
             for cs in specs.compute:
-                jid = self._new_id()
+                jid = self.store.new_id()
                 alloc = self.graph.allocate(cs.jobspec, jid)
                 if not alloc.ok:
                     undo()
@@ -485,7 +479,7 @@ class Ledger:
                     kept[only] = (jid, alloc)
             shared = self._groups.get(group)
             for ds in specs.devices if shared is None else ():
-                jid = self._new_id()
+                jid = self.store.new_id()
                 alloc = self.graph.allocate(ds.jobspec, jid)
                 if not alloc.ok:
                     undo()
@@ -510,7 +504,7 @@ class Ledger:
         try:
             if shared is None and backends:
                 wanted = [(t, be.path, be.name) for t, be in backends]
-                shared = self._hold_devices(group, wanted, backends[0][1], runtime)
+                shared = self.store.hold_devices(group, wanted, backends[0][1], runtime)
             ordered = sorted(pods, key=lambda p: p.key)
             for p in ordered:
                 compute = split[p.key][0]
@@ -520,20 +514,20 @@ class Ledger:
                     jid, alloc = kept.pop(p.key)
                     self.graph.adopt(jid, alloc, node)
                 elif compute:
-                    jid = self._new_id()
+                    jid = self.store.new_id()
                     self.graph.hold_compute(jid, node, compute, runtime)
                 h = Holding(p.key, p.metadata.uid, group, node, dict(compute), jid, TENTATIVE, now)
                 h.placed = now
                 h.runtime = runtime
                 if shared is not None:
-                    self._join(h, shared)
+                    self.store.join(h, shared)
                 made[p.key] = h
                 self._holdings[p.key] = h
         except (StateError, NotFoundError) as exc:
             for h in made.values():
-                self._release_jobs(h)
+                self.store.release_jobs(h)
                 self._holdings.pop(h.pod, None)
-            self._drop_unused_group(group)
+            self.store.drop_unused(group)
             for jid, _ in kept.values():
                 self.graph.cancel_match(jid)
             raise LedgerError(f"group {group}: splitting the allocation failed: {exc}") from exc
@@ -591,7 +585,7 @@ class Ledger:
             return h
 
     def _move(self, h: Holding, node: str) -> None:
-        new = self._new_id()
+        new = self.store.new_id()
         try:
             self.graph.hold_compute(new, node, h.amounts, h.runtime)
         except (StateError, NotFoundError) as exc:
@@ -610,7 +604,7 @@ class Ledger:
             h = self._holdings.pop(pod, None)
             if h is None:
                 return None
-            self._release_jobs(h)
+            self.store.release_jobs(h)
             self.reservations.moved()
             self._version += 1
             if h.unit in self.preemption.evicting and not any(
@@ -623,33 +617,6 @@ class Ledger:
                 # Capacity came free: pods of other schedulers that did not fit may fit now.
                 self.retry_unaccounted()
             return h
-
-    def _release_jobs(self, h: Holding) -> None:
-        if h.jobid:
-            self.graph.release(h.jobid)
-        shared = self._groups.get(h.group)
-        if shared is not None and h.devices is shared.devices:
-            shared.members.discard(h.pod)
-            self._drop_unused_group(h.group)
-
-    def _join(self, h: Holding, shared: GroupDevices) -> None:
-        h.devices = shared.devices
-        h.backend = shared.backend
-        shared.members.add(h.pod)
-
-    def _drop_unused_group(self, group: str) -> None:
-        """Release a group's devices once no member holds them any more."""
-        shared = self._groups.get(group)
-        if shared is None or shared.members:
-            return
-        del self._groups[group]
-        for d in shared.devices:
-            if d.jobid and self.graph.holds(d.jobid):
-                self.graph.release(d.jobid)
-        if shared.devices:
-            log.info("group backend released", extra={"group": group})
-        for name in {d.name for d in shared.devices} if self._claimants else ():
-            self._hand_over(name)
 
     def expire(self) -> list[str]:
         """Release what waits too long; returns the pods released.
@@ -732,12 +699,12 @@ class Ledger:
         made_group = False
         try:
             if rec.amounts:
-                jid = self._new_id()
+                jid = self.store.new_id()
                 self.graph.hold_compute(jid, node, rec.amounts, runtime)
             if rec.devices and shared is None:
                 backend = BackendChoice(rec.backend, rec.devices[0].path, rec.attributes)
                 wanted = [(d.type, d.path, d.name) for d in rec.devices]
-                shared = self._hold_devices(
+                shared = self.store.hold_devices(
                     rec.group, wanted, backend if rec.backend else None, runtime
                 )
                 made_group = True
@@ -769,7 +736,7 @@ class Ledger:
         h.priority = rec.priority if rec.priority is not None else pod.spec.priority or 0
         h.singly = rec.singly
         if shared is not None:
-            self._join(h, shared)
+            self.store.join(h, shared)
         self._holdings[pod.key] = h
         self._unaccounted.pop(pod.key, None)
         for m in rec.pending:
@@ -784,7 +751,7 @@ class Ledger:
             return
         jid = 0
         if m.amounts:
-            jid = self._new_id()
+            jid = self.store.new_id()
             try:
                 self.graph.hold_compute(jid, m.node, m.amounts, self.default_runtime)
             except (StateError, NotFoundError) as exc:
@@ -798,7 +765,7 @@ class Ledger:
         h.placed = now
         h.runtime = self.default_runtime
         if shared is not None:
-            self._join(h, shared)
+            self.store.join(h, shared)
         self._holdings[m.pod] = h
 
     def _hold_foreign(self, pod: Pod) -> None:
@@ -806,7 +773,7 @@ class Ledger:
         node = pod.spec.node_name
         jid = 0
         if compute:
-            jid = self._new_id()
+            jid = self.store.new_id()
             try:
                 self.graph.hold_compute(jid, node, compute)
             except (StateError, NotFoundError) as exc:
@@ -842,7 +809,7 @@ class Ledger:
             choice = BackendChoice(name, backend.path, dict(backend.attributes))
             wanted = [(sorted(backend.types)[0], backend.path, name)]
             try:
-                shared = self._hold_devices(key, wanted, choice)
+                shared = self.store.hold_devices(key, wanted, choice)
             except (StateError, NotFoundError):
                 # Held by its rightful holder (or another namespace's claim): taken over
                 # when that lets go.
@@ -853,33 +820,7 @@ class Ledger:
                 extra={"pod": pod.key, "backend": name},
             )
         h.group = key
-        self._join(h, shared)
-
-    def _hold_devices(
-        self,
-        group: str,
-        wanted: Sequence[tuple[str, str, str]],
-        backend: BackendChoice | None,
-        runtime: int = 0,
-    ) -> GroupDevices:
-        """Hold each (type, path, name) backend device for ``group``'s members to share.
-
-        All or none: on StateError/NotFoundError what was held is let go and the
-        error raised; on success the devices are the group's until its last member goes.
-        """
-        devices: list[DeviceRecord] = []
-        try:
-            for t, path, name in wanted:
-                jid = self._new_id()
-                self.graph.hold_backend(jid, path, runtime)
-                devices.append(DeviceRecord(t, path, name, jid))
-        except (StateError, NotFoundError):
-            for d in devices:
-                self.graph.release(d.jobid)
-            raise
-        shared = GroupDevices(devices, backend)
-        self._groups[group] = shared
-        return shared
+        self.store.join(h, shared)
 
     def _hand_over(self, backend: str) -> None:
         """``backend`` was let go: the pods still running that name it keep it now."""

@@ -9,10 +9,12 @@ group; it never matches, and never reads the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fluence import names
+from fluence.cluster_graph import ClusterGraph
 from fluence.placement import BackendChoice
 from fluence.scheduling.record import (
     AllocationRecord,
@@ -21,6 +23,9 @@ from fluence.scheduling.record import (
     RecordSeal,
     encode_record,
 )
+from fluxion_nb.errors import NotFoundError, StateError
+
+log = logging.getLogger(__name__)
 
 TENTATIVE = "tentative"
 COMMITTED = "committed"
@@ -134,3 +139,85 @@ class HoldingsByPod(dict[str, Holding]):
                 members.pop(pod, None)
                 if not members:
                     del self._groups[old.group]
+
+
+class Holdings:
+    """Every pod's holding and every group's shared devices, with the matcher jobs behind them.
+
+    The one place that hands out matcher job ids and holds or lets go of a
+    group's devices; the units that place, follow or preempt change holdings
+    only through it (or the holdings it returns). Callers hold the ledger's lock.
+    """
+
+    def __init__(self, graph: ClusterGraph) -> None:
+        self.graph = graph
+        self.by_pod = HoldingsByPod()
+        self.devices: dict[str, GroupDevices] = {}
+        """Group key -> the devices its members share."""
+        self.freed: list[Callable[[str], None]] = []
+        """Called with each backend name a group let go of."""
+        self._next_id = 1
+
+    def new_id(self) -> int:
+        """A matcher job id no job in the graph has."""
+        while True:
+            jid = self._next_id
+            self._next_id += 1
+            if not self.graph.holds(jid):
+                return jid
+
+    def join(self, h: Holding, shared: GroupDevices) -> None:
+        """``h`` shares ``shared``'s devices (its backend) with the rest of its group."""
+        h.devices = shared.devices
+        h.backend = shared.backend
+        shared.members.add(h.pod)
+
+    def hold_devices(
+        self,
+        group: str,
+        wanted: Sequence[tuple[str, str, str]],
+        backend: BackendChoice | None,
+        runtime: int = 0,
+    ) -> GroupDevices:
+        """Hold each (type, path, name) backend device for ``group``'s members to share.
+
+        All or none: on StateError/NotFoundError what was held is let go and the
+        error raised; on success the devices are the group's until its last member goes.
+        """
+        devices: list[DeviceRecord] = []
+        try:
+            for t, path, name in wanted:
+                jid = self.new_id()
+                self.graph.hold_backend(jid, path, runtime)
+                devices.append(DeviceRecord(t, path, name, jid))
+        except (StateError, NotFoundError):
+            for d in devices:
+                self.graph.release(d.jobid)
+            raise
+        shared = GroupDevices(devices, backend)
+        self.devices[group] = shared
+        return shared
+
+    def release_jobs(self, h: Holding) -> None:
+        """Let go of ``h``'s own job, and of its group's devices when it was their last user."""
+        if h.jobid:
+            self.graph.release(h.jobid)
+        shared = self.devices.get(h.group)
+        if shared is not None and h.devices is shared.devices:
+            shared.members.discard(h.pod)
+            self.drop_unused(h.group)
+
+    def drop_unused(self, group: str) -> None:
+        """Release a group's devices once no member holds them any more."""
+        shared = self.devices.get(group)
+        if shared is None or shared.members:
+            return
+        del self.devices[group]
+        for d in shared.devices:
+            if d.jobid and self.graph.holds(d.jobid):
+                self.graph.release(d.jobid)
+        if shared.devices:
+            log.info("group backend released", extra={"group": group})
+        for name in sorted({d.name for d in shared.devices}):
+            for fn in self.freed:
+                fn(name)
