@@ -910,15 +910,8 @@ class ClusterGraph:
             holdings[pool.path] = amount
         return holdings
 
-    def backend(self, path: str) -> Backend | None:
-        return self._backends.get(path)
-
     def backends(self) -> dict[str, Backend]:
         return dict(self._backends)
-
-    def has_node(self, name: str) -> bool:
-        nv = self._nodes.get(name)
-        return nv is not None and not nv.deleted
 
     def node_count(self) -> int:
         """Nodes in the graph, counting deleted ones still held by pods (cheap)."""

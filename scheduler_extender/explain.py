@@ -14,7 +14,7 @@ from typing import Any
 
 from fluence import groups
 from fluence.group_jobspec import GroupSpecs, JobspecError, group_jobspecs
-from fluence.ledger import describe
+from fluence.ledger import Ledger, describe
 from fluence.pods import Pod
 from fluence.scheduling.holdings import Holding
 from scheduler_extender.scheduling import Scheduler
@@ -30,21 +30,10 @@ FITS_NOW = "fits-now"
 PLACED = "placed"
 
 
-def _last_match(ledger: object, group: str) -> Any:
-    """The ledger's record of the group's last match, once the ledger keeps one.
-
-    Looked up by name (``Ledger.last_match(group)``) so this module works with
-    ledgers that do not record it yet; those give null.
-    """
-    lookup = getattr(ledger, "last_match", None)
-    if not callable(lookup):
-        return None
-    got = lookup(group)
-    if got is None:
-        return None
-    if dataclasses.is_dataclass(got) and not isinstance(got, type):
-        return dataclasses.asdict(got)
-    return got if isinstance(got, (dict, str)) else str(got)
+def _last_match(ledger: Ledger, group: str) -> dict[str, Any] | None:
+    """The ledger's record of the group's last match, or None when it has none."""
+    got = ledger.last_match(group)
+    return dataclasses.asdict(got) if got is not None else None
 
 
 def _holding_doc(h: Holding) -> dict[str, Any]:

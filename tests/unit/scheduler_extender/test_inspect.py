@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from fluence.group_jobspec import compute_jobspec
+from fluence.pods import decode_pod
 from scheduler_extender.app import create_app
 from scheduler_extender.inspect import inspect_routes
 from tests.unit.fluence.test_pods import make_node, make_pod
@@ -169,19 +170,13 @@ async def test_plan_rejects_what_is_not_a_list_of_pods_and_changes_nothing(
     assert await inspected.state() == before
 
 
-async def test_explain_carries_the_ledgers_last_match_when_it_records_one(
-    inspected: Inspected, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    inspected.env.cluster.add(make_pod("solo", cpu="1", raw=True))
+async def test_explain_carries_the_ledgers_last_match(inspected: Inspected) -> None:
+    pod = make_pod("solo", cpu="1000", raw=True)
+    inspected.env.cluster.add(pod)
     doc = await inspected.explain("default/solo")
     assert doc["last_match"] is None
-    seen: list[str] = []
-
-    def last_match(group: str) -> dict[str, Any]:
-        seen.append(group)
-        return {"status": "busy", "message": "does not fit now"}
-
-    monkeypatch.setattr(inspected.env.ledger, "last_match", last_match, raising=False)
+    result = inspected.env.ledger.place("default/solo", [decode_pod(json.dumps(pod))])
     doc = await inspected.explain("default/solo")
-    assert seen == ["default/solo"]
-    assert doc["last_match"] == {"status": "busy", "message": "does not fit now"}
+    last = doc["last_match"]
+    assert (last["status"], last["message"], last["pods"]) == (result.status, result.message, 1)
+    assert result.status == "unsatisfiable"
