@@ -42,7 +42,7 @@ from fluence.ledger import Ledger  # noqa: E402
 from fluence.pods import Pod, PodGroup, decode_node  # noqa: E402
 from scheduler_extender.app import create_app  # noqa: E402
 from scheduler_extender.binder import NullBinder  # noqa: E402
-from scheduler_extender.runtime import freeze_startup_heap, thaw_heap  # noqa: E402
+from scheduler_extender.cluster_watch import freeze_startup_heap, thaw_heap  # noqa: E402
 from scheduler_extender.scheduling import Scheduler  # noqa: E402
 
 

@@ -330,7 +330,7 @@ class Ledger:
         """The waiting groups in order (:attr:`reservations` owns them)."""
         return self.reservations.queue
 
-    def plan(self) -> list[dict[str, Any]]:
+    def reserve(self) -> list[dict[str, Any]]:
         """Make the reservations of the queue's first groups; the queue, in order."""
         with self.lock, self.graph.lock:
             self.reservations.ahead(None)

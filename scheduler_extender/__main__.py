@@ -23,9 +23,14 @@ from fluence.untrusted import UntrustedObjects
 from scheduler_extender.access import KubeAccessReviewer
 from scheduler_extender.app import create_app
 from scheduler_extender.binder import ApiBinder
+from scheduler_extender.cluster_watch import (
+    ClusterWatch,
+    ConfigReloader,
+    freeze_startup_heap,
+    thaw_heap,
+)
 from scheduler_extender.eviction import ApiEvictor
 from scheduler_extender.requeue import Requeuer, api_condition_writer
-from scheduler_extender.runtime import ConfigReloader, Runtime, freeze_startup_heap, thaw_heap
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.settings import ExtenderSettings
 
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         reserve_depth=depth_of(settings.backfill, settings.reserve_depth),
         spread=settings.spread,
     )
-    runtime = Runtime(cache, graph, ledger, UntrustedObjects(events))
+    runtime = ClusterWatch(cache, graph, ledger, UntrustedObjects(events))
     binder = ApiBinder(api.configuration, connections=settings.bind_concurrency)
     scheduler = Scheduler(
         graph,

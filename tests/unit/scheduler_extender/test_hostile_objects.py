@@ -23,10 +23,10 @@ from fluence.reflectors import ADDED, MODIFIED, Reflector
 from fluence.scheduling.holdings import COMMITTED, FOREIGN
 from fluence.scheduling.record import RecordSeal
 from fluence.untrusted import UntrustedObjects
-from scheduler_extender.runtime import Runtime
+from scheduler_extender.cluster_watch import ClusterWatch
 from tests.unit.fluence.test_ledger import bound
 from tests.unit.fluence.test_pods import make_node, make_pod
-from tests.unit.scheduler_extender.test_runtime import FakeCache
+from tests.unit.scheduler_extender.test_cluster_watch import FakeCache
 
 EXAMPLES = resources.load("examples/resources.yaml")
 QPU = {names.resource_name("qpu"): "1"}
@@ -86,7 +86,7 @@ def test_the_rebuild_and_the_watch_go_on_past_a_pod_that_fails() -> None:
     graph = ClusterGraph(EXAMPLES)
     ledger = Failing(graph)
     events = Recorded()
-    rt = Runtime(cache, graph, ledger, UntrustedObjects(events))  # type: ignore[arg-type]
+    rt = ClusterWatch(cache, graph, ledger, UntrustedObjects(events))  # type: ignore[arg-type]
     rt.rebuild()
     assert rt.ready.is_set()
     assert ledger.get("tenant/fine") is not None
@@ -114,7 +114,7 @@ def test_a_node_that_cannot_be_built_is_skipped_and_the_others_are_kept() -> Non
     graph = OneBadNode(EXAMPLES)
     events = Recorded()
     cache = FakeCache([make_node("bad"), make_node("good")], [])
-    rt = Runtime(cache, graph, Ledger(graph), UntrustedObjects(events))  # type: ignore[arg-type]
+    rt = ClusterWatch(cache, graph, Ledger(graph), UntrustedObjects(events))  # type: ignore[arg-type]
     rt.rebuild()
     assert rt.ready.is_set() and graph.node_names() == ["good"]
     assert events.events == [("Node", "", "bad", UntrustedObjects.REASON)]
@@ -137,7 +137,7 @@ def _running_quantum_pod(seal: RecordSeal) -> tuple[Ledger, ClusterGraph, Pod, s
 def _restarted(seal: RecordSeal, pods: list[Pod]) -> tuple[Ledger, ClusterGraph]:
     graph = ClusterGraph(EXAMPLES, [make_node("a", cpu="4")])
     ledger = Ledger(graph, seal=seal)
-    rt = Runtime(FakeCache([make_node("a", cpu="4")], pods), graph, ledger)  # type: ignore[arg-type]
+    rt = ClusterWatch(FakeCache([make_node("a", cpu="4")], pods), graph, ledger)  # type: ignore[arg-type]
     rt.rebuild()
     return ledger, graph
 
@@ -301,7 +301,7 @@ def test_hostile_objects_never_stop_the_rebuild_nor_move_other_tenants(
     listed_nodes = [*NODES, *_decoded(node_reflector, list(nodes))]
     graph = ClusterGraph(EXAMPLES)
     ledger = Ledger(graph)
-    rt = Runtime(FakeCache(listed_nodes, _decoded(pod_reflector, list(pods))), graph, ledger)  # type: ignore[arg-type]
+    rt = ClusterWatch(FakeCache(listed_nodes, _decoded(pod_reflector, list(pods))), graph, ledger)  # type: ignore[arg-type]
     rt.rebuild()  # never raises, whatever the objects say
     assert rt.ready.is_set()
     event("some pods undecodable" if len(rt.cache.pods.items()) < len(pods) else "all decoded")

@@ -13,7 +13,7 @@ from fluence import resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from scheduler_extender.app import create_app
-from scheduler_extender.runtime import freeze_startup_heap, thaw_heap
+from scheduler_extender.cluster_watch import freeze_startup_heap, thaw_heap
 from scheduler_extender.scheduling import Scheduler
 from tests.unit.fluence.test_pods import make_node, make_pod
 from tests.unit.scheduler_extender.test_app import FakeBinder, FakeCluster

@@ -156,10 +156,10 @@ def test_reservations_move_earlier_when_pods_end_early() -> None:
     assert start_of(ledger, "big") == 100
     clock.t += 5
     ledger.release(running[0].key, "pod Succeeded")
-    ledger.plan()
+    ledger.reserve()
     assert start_of(ledger, "big") == 95  # still b's planned end
     ledger.release(running[1].key, "pod Succeeded")
-    assert ledger.plan()[0]["starts_in"] == 0
+    assert ledger.reserve()[0]["starts_in"] == 0
 
 
 def test_priority_goes_before_arrival() -> None:
@@ -168,7 +168,7 @@ def test_priority_goes_before_arrival() -> None:
         place(ledger, p.metadata.name, [p])
     place(ledger, "low", gang("low", 2, 10))
     place(ledger, "high", gang("high", 2, 10, priority=1000), priority=1000)
-    order = [w["group"] for w in ledger.plan()]
+    order = [w["group"] for w in ledger.reserve()]
     assert order == ["default/high", "default/low"]
     assert start_of(ledger, "high") == 100
     assert start_of(ledger, "low") == 110
@@ -225,7 +225,7 @@ def test_a_group_whose_pods_are_gone_leaves_the_queue_and_frees_its_reservation(
     for p in first:
         ledger.forget(p.key)
     assert "default/first" not in ledger.queue
-    ledger.plan()
+    ledger.reserve()
     assert start_of(ledger, "second") == 100
 
 
@@ -288,7 +288,7 @@ def test_no_backfilled_group_ever_delays_a_reservation_and_nothing_is_overcommit
             waiting[f"g{n}"] = (gang(f"g{n}", a, b, priority=prio, enforced=enforced), prio)
         # Every waiting group asks once per step, in arrival order (as retries come).
         for name, (pods, prio) in list(waiting.items()):
-            before = {w["group"]: w["starts_in"] for w in ledger.plan() if w["reserved"]}
+            before = {w["group"]: w["starts_in"] for w in ledger.reserve() if w["reserved"]}
             # The groups that go first: a newcomer goes behind those of its priority or higher.
             ahead = {
                 w.group
@@ -301,7 +301,7 @@ def test_no_backfilled_group_ever_delays_a_reservation_and_nothing_is_overcommit
             if res.status == "allocated":
                 del waiting[name]
                 running.append(pods)
-                after = {w["group"]: w["starts_in"] for w in ledger.plan() if w["reserved"]}
+                after = {w["group"]: w["starts_in"] for w in ledger.reserve() if w["reserved"]}
                 for g in ahead & before.keys():
                     assert after[g] <= before[g], f"{name} delayed {g}: {before[g]} -> {after[g]}"
             else:
@@ -369,7 +369,7 @@ def test_capacity_held_now_for_a_gang_whose_pods_are_slow_to_ask_does_not_lapse(
     big = gang("big", 2, 10)
     assert place(ledger, "big", big).status == "busy"
     release_group(ledger, running)
-    ledger.plan()
+    ledger.reserve()
     assert start_of(ledger, "big") == 0  # held now; its pods have not asked again yet
     # Longer than the gang's own runtime passes before anyone asks the ledger again.
     clock.t += 30

@@ -14,7 +14,7 @@ from fluence.pods import decode_pod
 from fluence.reflectors import ADDED, DELETED, MODIFIED, Handler
 from fluence.scheduling.holdings import COMMITTED, FOREIGN
 from fluence.scheduling.record import AllocationRecord, encode_record, process_seal
-from scheduler_extender.runtime import ConfigReloader, Runtime
+from scheduler_extender.cluster_watch import ClusterWatch, ConfigReloader
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 
@@ -62,7 +62,7 @@ def test_startup_replays_bound_pods_before_ready_and_then_follows_events() -> No
     cache = FakeCache([make_node("a", cpu="4")], [ours, foreign, make_pod("pending")])
     graph = ClusterGraph(resources.parse(""))
     ledger = Ledger(graph)
-    rt = Runtime(cache, graph, ledger)  # type: ignore[arg-type]
+    rt = ClusterWatch(cache, graph, ledger)  # type: ignore[arg-type]
     cache.nodes.emit(ADDED, make_node("early"))  # before the rebuild: ignored, the list has it
     assert not rt.ready.is_set()
     rt.rebuild()

@@ -41,7 +41,9 @@ def thaw_heap() -> None:
     gc.collect()
 
 
-class Runtime:
+class ClusterWatch:
+    """The graph and the ledger rebuilt at start, then kept current by the watch."""
+
     def __init__(
         self,
         cache: ClusterReflectors,
