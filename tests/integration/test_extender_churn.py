@@ -1,16 +1,14 @@
 """10,000 pods created, placed, bound, run and deleted through the extender: nothing accumulates.
 
 Every pod ever scheduled used to leave its record (R text, vertex lists) in the
-matcher after its release. Now the matcher holds no job once the pods are gone
-and the process's memory stops growing after warm-up.
+matcher after its release. Now the matcher holds no job once the pods are gone.
+What that means for the process's memory is measured by ``bench/churn.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 
-import psutil
 import pytest
 
 from fluence import names
@@ -24,7 +22,7 @@ CYCLES = 10_000
 
 
 @pytest.mark.slow
-def test_create_delete_churn_returns_every_allocation_and_memory_stays_flat() -> None:
+def test_create_delete_churn_returns_every_allocation() -> None:
     env = Env([make_node(f"n{i}", cpu="8") for i in range(16)])
     qpu = {names.resource_name("qpu"): "1"}
 
@@ -45,24 +43,11 @@ def test_create_delete_churn_returns_every_allocation_and_memory_stays_flat() ->
         env.ledger.forget(pod.key)  # the watch: deleted
         env.cluster.pods.pop(pod.key, None)
 
-    process = psutil.Process()
     env.graph.prepare_satisfiability()
-    for i in range(WARM_UP):
+    for i in range(WARM_UP + CYCLES):
         cycle(i)
-    gc.collect()
-    before = process.memory_info().rss
-    for i in range(WARM_UP, WARM_UP + CYCLES):
-        cycle(i)
-    gc.collect()
-    after = process.memory_info().rss
-    growth = (after - before) / before
-    print(
-        f"churn: {CYCLES} pods; RSS {before / 1e6:.1f} -> {after / 1e6:.1f} MB "
-        f"({growth * 100:+.2f}%), matcher jobs left {len(env.graph._g.jobs())}"
-    )
     assert env.ledger.holdings() == {}
     assert all(u["core"]["allocated"] == 0 for u in env.graph.node_usage().values())
     assert not any(env.graph.backend_usage().values())
     assert env.graph._g.jobs() == []
     loop.close()
-    assert growth < 0.05

@@ -1,10 +1,12 @@
-"""The event loop keeps answering while a rebuild of a 5,000-node graph holds the graph."""
+"""The event loop keeps answering while a rebuild of a 5,000-node graph holds the graph.
+
+How long a probe waits then, against the rebuild, is measured by ``bench/responsiveness.py``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import httpx
@@ -40,15 +42,10 @@ async def test_probes_and_filters_answer_during_a_rebuild() -> None:
 async def _measure(
     graph: ClusterGraph, cluster: FakeCluster, app: Any, nodes: list[Any], bigger: list[Any]
 ) -> None:
-    # The null baseline, same run: how long one rebuild holds the graph.
-    started = time.perf_counter()
-    graph.reset_nodes(nodes)
-    rebuild_s = time.perf_counter() - started
-
     pod = make_pod("p", cpu="1", raw=True)
     cluster.add(pod)
     body = {"Pod": pod, "Nodes": None, "NodeNames": ["n0", "n1"]}
-    probes: list[float] = []
+    probes = 0
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
         rebuild = threading.Thread(target=graph.reset_nodes, args=(bigger,))
@@ -56,20 +53,15 @@ async def _measure(
         while rebuild.is_alive() and not graph.busy():
             await asyncio.sleep(0)
         filtered = asyncio.create_task(client.post("/filter", json=body))
+        answered_during = False
         while rebuild.is_alive():
-            t = time.perf_counter()
             r = await client.get("/healthz")
-            probes.append(time.perf_counter() - t)
             assert r.status_code == 200
+            probes += 1
+            answered_during |= rebuild.is_alive() and not filtered.done()
             await asyncio.sleep(0.005)
         rebuild.join()
         answer = await filtered
     assert answer.status_code == 200 and answer.json()["NodeNames"] in (["n0"], ["n1"])
-    worst = max(probes)
-    print(
-        f"rebuild of {NODES} nodes: {rebuild_s:.3f} s; {len(probes)} probes during it, "
-        f"worst {worst * 1000:.1f} ms"
-    )
-    # Blocked behind the filter, the loop would answer one probe in the whole rebuild, late.
-    assert len(probes) >= 3
-    assert worst < max(0.2, rebuild_s / 2)
+    # Blocked behind the filter, the loop would answer no probe until the rebuild ended.
+    assert answered_during, f"{probes} probes, none answered while the filter waited"
