@@ -14,7 +14,6 @@ the same loop making and dropping the pod objects without the extender. Prints J
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import json
 import statistics
@@ -29,37 +28,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.plots import new_figure, save_figure  # noqa: E402
-from fluence import names  # noqa: E402
+from tests.support.churn import QPU, extender_churn  # noqa: E402
 from tests.unit.fluence.test_ledger import bound  # noqa: E402
-from tests.unit.fluence.test_pods import make_node, make_pod  # noqa: E402
-from tests.unit.scheduler_extender.test_app import Env  # noqa: E402
-
-QPU = {names.resource_name("qpu"): "1"}
+from tests.unit.fluence.test_pods import make_pod  # noqa: E402
 
 
 def extender_cycle() -> tuple[Callable[[int], None], Callable[[], None]]:
-    env = Env([make_node(f"n{i}", cpu="8") for i in range(16)])
-    candidates = [f"n{j}" for j in range(16)]
-    loop = asyncio.new_event_loop()
-    env.graph.prepare_satisfiability()
-
-    def cycle(i: int) -> None:
-        pod = make_pod(f"p{i}", cpu="100m", extra=QPU if i % 10 == 0 else None)
-        env.cluster.pods[pod.key] = pod
-        (node,) = env.scheduler.filter(pod, candidates).nodes
-        error = loop.run_until_complete(
-            env.scheduler.bind("default", pod.metadata.name, pod.metadata.uid, node)
-        )
-        assert error == ""
-        _, annotations = env.binder.bound.pop(pod.key)
-        env.ledger.observe(bound(pod, node, annotations))
-        env.ledger.forget(pod.key)
-        env.cluster.pods.pop(pod.key, None)
+    env, cycle, close = extender_churn()
 
     def check() -> None:
         assert env.ledger.holdings() == {}
         assert env.graph._g.jobs() == []
-        loop.close()
+        close()
 
     return cycle, check
 

@@ -70,8 +70,11 @@ FIRST_EXTENSION = 1
 
 Most overruns are the moment between a deadline and the kubelet ending the pod: a
 reservation behind one moves by about that moment, not by a whole :data:`EXTENSION`."""
-_PROBE_JOBS = 1 << 61
-"""Job ids of what-if matches: far above any id the ledger gives, cancelled at once."""
+PROBE_JOBS = 1 << 61
+"""Job ids from here up are probes, cancelled at once: far above any id the holdings
+store gives. The first is a what-if reservation's (:data:`WHAT_IF_JOB`), the next ones
+the matches of :meth:`ClusterGraph.fits_now`."""
+WHAT_IF_JOB = PROBE_JOBS
 _UNITS = {CORE: "", MEMORY: "MiB", GPU: ""}
 DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/rack")
 """Node label keys that become graph levels, outermost first."""
@@ -727,7 +730,7 @@ class ClusterGraph:
             made: list[int] = []
             try:
                 for i, js in enumerate(jobspecs):
-                    jid = _PROBE_JOBS + i
+                    jid = PROBE_JOBS + 1 + i
                     alloc = self._g.match(dict(js), "allocate", jobid=jid, now=self.now())
                     if not alloc.ok:
                         return False

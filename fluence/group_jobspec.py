@@ -55,6 +55,10 @@ class GroupSpecs:
     compute: tuple[ComputeSpec, ...]
     devices: tuple[DeviceSpec, ...]
 
+    def jobspecs(self) -> list[dict[str, Any]]:
+        """Every jobspec, compute first, in the order they are matched."""
+        return [c.jobspec for c in self.compute] + [d.jobspec for d in self.devices]
+
 
 def shape_of(pod: Pod) -> Shape:
     compute, _ = split_requests(pod_requests(pod))

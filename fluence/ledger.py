@@ -63,7 +63,7 @@ from fluence.scheduling.record import (
     process_seal,
 )
 from fluence.scheduling.recovery import Recovery
-from fluence.scheduling.request import GroupRequest, PlaceResult
+from fluence.scheduling.request import GroupRequest, PlaceResult, pods_by_shape
 from fluence.scheduling.reservations import DEFAULT_DEPTH, Reservations
 from fluence.scheduling.topology import PACK, SPREADS, DomainChoice
 from fluxion_nb.errors import InputError, NotFoundError, StateError
@@ -451,11 +451,7 @@ class Ledger:
             for jid in matched:
                 self.graph.cancel_match(jid)
 
-        shape_pods: dict[Any, list[str]] = {}
-        for p in pods:
-            compute = split[p.key][0]
-            if compute:
-                shape_pods.setdefault(tuple(sorted(compute.items())), []).append(p.key)
+        shape_pods = pods_by_shape(pods, split)
         try:
             for cs in specs.compute:
                 jid = self.store.new_id()
@@ -518,8 +514,7 @@ class Ledger:
                     jid, alloc = kept.pop(p.key)
                     self.graph.adopt(jid, alloc, node)
                 elif compute:
-                    jid = self.store.new_id()
-                    self.graph.hold_compute(jid, node, compute, runtime)
+                    jid = self.store.hold_compute(node, compute, runtime)
                 h = Holding(p.key, p.metadata.uid, group, node, dict(compute), jid, TENTATIVE, now)
                 h.placed = now
                 h.runtime = runtime
@@ -589,9 +584,8 @@ class Ledger:
             return h
 
     def _move(self, h: Holding, node: str) -> None:
-        new = self.store.new_id()
         try:
-            self.graph.hold_compute(new, node, h.amounts, h.runtime)
+            new = self.store.hold_compute(node, h.amounts, h.runtime)
         except (StateError, NotFoundError) as exc:
             raise LedgerError(
                 f"pod {h.pod} was allocated {h.node} but is bound to {node}, "

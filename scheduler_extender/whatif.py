@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from fluence.cluster_graph import ClusterGraph
+from fluence.cluster_graph import WHAT_IF_JOB, ClusterGraph
 from fluence.group_jobspec import group_jobspecs
 from fluence.pods import Pod
 from fluence.runtimes import group_enforced, group_runtime
@@ -25,9 +25,6 @@ from fluxion_nb.errors import InputError, StateError
 FITS = "fits"
 BUSY = "busy"
 UNSATISFIABLE = "unsatisfiable"
-
-PROBE_JOBID = (1 << 62) + 17
-"""Job id of the probe; far above the ledger's counter, and never recorded by the matcher."""
 
 
 class JobspecInputError(ValueError):
@@ -125,9 +122,9 @@ def _earliest_start(graph: ClusterGraph, spec: Mapping[str, Any]) -> int | None:
     system = probe.setdefault("attributes", {}).setdefault("system", {})
     if not system.get("duration"):
         system["duration"] = 1
-    alloc = graph.reserve(probe, PROBE_JOBID)
+    alloc = graph.reserve(probe, WHAT_IF_JOB)
     if alloc.ok:
-        graph.cancel_reservations([PROBE_JOBID])
+        graph.cancel_reservations([WHAT_IF_JOB])
         return alloc.at
     return None
 
@@ -142,7 +139,7 @@ def what_if(graph: ClusterGraph, jobspec: Mapping[str, Any]) -> dict[str, Any]:
     spec = json.loads(json.dumps(jobspec))
     try:
         with graph.lock:
-            alloc = graph.match(spec, "without_allocating", PROBE_JOBID)
+            alloc = graph.match(spec, "without_allocating", WHAT_IF_JOB)
             if alloc.ok:
                 return {
                     "status": FITS,
@@ -190,7 +187,7 @@ def plan_group(graph: ClusterGraph, pods: Sequence[Pod], default_runtime: int) -
 
     def jobspecs_of(duration: int) -> list[Any]:
         specs = group_jobspecs("plan", pods, graph.known_types(), duration=duration)
-        return [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]
+        return specs.jobspecs()
 
     jobspecs = jobspecs_of(runtime)
     now_jobspecs = jobspecs if enforced else jobspecs_of(0)
@@ -209,7 +206,7 @@ def plan_group(graph: ClusterGraph, pods: Sequence[Pod], default_runtime: int) -
         start = graph.now()
         try:
             for i, js in enumerate(jobspecs):
-                alloc = reserve(js, PROBE_JOBID + 1 + i)
+                alloc = reserve(js, WHAT_IF_JOB + 1 + i)
                 if not alloc.ok:
                     return {
                         **base,
@@ -217,7 +214,7 @@ def plan_group(graph: ClusterGraph, pods: Sequence[Pod], default_runtime: int) -
                         "message": "does not fit now, and no start can be planned (what it "
                         "needs is held with no expected end)",
                     }
-                made.append(PROBE_JOBID + 1 + i)
+                made.append(WHAT_IF_JOB + 1 + i)
                 start = max(start, alloc.at)
         finally:
             graph.cancel_reservations(made)

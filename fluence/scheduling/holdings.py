@@ -10,7 +10,7 @@ group; it never matches, and never reads the cluster.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fluence import names
@@ -165,6 +165,15 @@ class Holdings:
             self._next_id += 1
             if not self.graph.holds(jid):
                 return jid
+
+    def hold_compute(self, node: str, amounts: Mapping[str, int], runtime: int = 0) -> int:
+        """Hold ``amounts`` of ``node`` as a new job (of ``runtime`` seconds); its id.
+
+        StateError or NotFoundError when they are not free there: nothing is held then.
+        """
+        jid = self.new_id()
+        self.graph.hold_compute(jid, node, amounts, runtime)
+        return jid
 
     def join(self, h: Holding, shared: GroupDevices) -> None:
         """``h`` shares ``shared``'s devices (its backend) with the rest of its group."""

@@ -99,11 +99,7 @@ class Preemption:
         # As its placement will ask: for as long as nothing ends it, unless enforced.
         window = w.runtime if w.enforced else 0
         now_options = [
-            [
-                with_duration(js, window)
-                for js in [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]
-            ]
-            for specs in w.options
+            [with_duration(js, window) for js in specs.jobspecs()] for specs in w.options
         ]
 
         def fits(units: list[str]) -> bool:

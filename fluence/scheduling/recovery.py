@@ -107,8 +107,7 @@ class Recovery:
         made_group = False
         try:
             if rec.amounts:
-                jid = self.store.new_id()
-                self.graph.hold_compute(jid, node, rec.amounts, runtime)
+                jid = self.store.hold_compute(node, rec.amounts, runtime)
             if rec.devices and shared is None:
                 backend = BackendChoice(rec.backend, rec.devices[0].path, rec.attributes)
                 wanted = [(d.type, d.path, d.name) for d in rec.devices]
@@ -159,9 +158,8 @@ class Recovery:
             return
         jid = 0
         if m.amounts:
-            jid = self.store.new_id()
             try:
-                self.graph.hold_compute(jid, m.node, m.amounts, self.default_runtime)
+                jid = self.store.hold_compute(m.node, m.amounts, self.default_runtime)
             except (StateError, NotFoundError) as exc:
                 log.warning(
                     "cannot hold a pending gang member again; it is matched anew when retried",
@@ -181,9 +179,8 @@ class Recovery:
         node = pod.spec.node_name
         jid = 0
         if compute:
-            jid = self.store.new_id()
             try:
-                self.graph.hold_compute(jid, node, compute)
+                jid = self.store.hold_compute(node, compute)
             except (StateError, NotFoundError) as exc:
                 log.warning(
                     "cannot account a pod bound by another scheduler",

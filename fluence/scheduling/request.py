@@ -7,10 +7,10 @@ instead of each taking the same seven arguments.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from fluence.group_jobspec import GroupSpecs, group_jobspecs
+from fluence.group_jobspec import GroupSpecs, Shape, group_jobspecs
 from fluence.pods import Pod, Split
 from fluence.scheduling.holdings import Holding
 
@@ -53,6 +53,16 @@ class GroupRequest:
     def beside_preemptors(self, nodes: Sequence[str]) -> GroupRequest:
         """The same request kept off ``nodes``, held for preempting groups."""
         return replace(self, exclude=sorted(set(self.exclude) | set(nodes)), beside_preemptor=True)
+
+
+def pods_by_shape(pods: Iterable[Pod], split: Mapping[str, Split]) -> dict[Shape, list[str]]:
+    """Pod keys by the node resources they ask for, in ``pods``' order (none: left out)."""
+    out: dict[Shape, list[str]] = {}
+    for p in pods:
+        compute = split[p.key][0]
+        if compute:
+            out.setdefault(tuple(sorted(compute.items())), []).append(p.key)
+    return out
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,7 @@ class Reservations:
         now = self.graph.now()
         jobs: list[int] = []
         start = now
-        for js in [c.jobspec for c in specs.compute] + [d.jobspec for d in specs.devices]:
+        for js in specs.jobspecs():
             jid = self._new_id()
             try:
                 if w.enforced:

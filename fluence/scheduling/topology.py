@@ -16,7 +16,7 @@ from typing import Any
 from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import ComputeSpec, GroupSpecs
 from fluence.pods import Pod, Split
-from fluence.scheduling.request import GroupRequest, PlaceResult
+from fluence.scheduling.request import GroupRequest, PlaceResult, pods_by_shape
 
 PACK = "pack"
 BALANCED = "balanced"
@@ -327,9 +327,5 @@ class DomainChoice:
     def _named_specs(req: GroupRequest, within: Sequence[str]) -> list[ComputeSpec]:
         """``req``'s compute jobspecs ``within`` some nodes, each for exactly its pods."""
         specs = req.specs(req.window, within)
-        by_shape: dict[Any, list[str]] = {}
-        for p in sorted(req.pods, key=lambda p: p.key):
-            compute = req.split[p.key][0]
-            if compute:
-                by_shape.setdefault(tuple(sorted(compute.items())), []).append(p.key)
+        by_shape = pods_by_shape(sorted(req.pods, key=lambda p: p.key), req.split)
         return [replace(cs, pods=tuple(by_shape[cs.shape])) for cs in specs.compute]
