@@ -14,9 +14,10 @@ from typing import Any
 
 from fluence import groups
 from fluence.group_jobspec import GroupSpecs, JobspecError, group_jobspecs
-from fluence.ledger import Ledger, describe
+from fluence.ledger import Ledger
 from fluence.pods import Pod
 from fluence.scheduling.holdings import Holding
+from fluence.scheduling.match import describe
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.whatif import FITS, UNSATISFIABLE, JobspecInputError, what_if
 

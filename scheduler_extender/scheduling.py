@@ -20,9 +20,10 @@ from opentelemetry import trace
 from fluence import groups, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import JobspecError
-from fluence.ledger import Ledger, LedgerError
+from fluence.ledger import Ledger
 from fluence.pods import Pod, PodGroup
 from fluence.scheduling.holdings import TENTATIVE
+from fluence.scheduling.request import LedgerError
 
 if TYPE_CHECKING:
     from scheduler_extender.eviction import Evictor

@@ -15,6 +15,10 @@ from fluence.pods import Pod, Split
 from fluence.scheduling.holdings import Holding
 
 
+class LedgerError(RuntimeError):
+    """A ledger operation cannot be done; the message says why."""
+
+
 @dataclass(frozen=True)
 class GroupRequest:
     """A group to place: its pods, the nodes it may not use, and how long it holds them."""

@@ -12,11 +12,12 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
-from fluence.ledger import Ledger, LedgerError
+from fluence.ledger import Ledger
 from fluence.pods import Pod, decode_pod
 from fluence.recovery import recover_from_cluster
 from fluence.scheduling.holdings import COMMITTED, FOREIGN, TENTATIVE
 from fluence.scheduling.record import decode_record
+from fluence.scheduling.request import LedgerError
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 EXAMPLES = resources.load("examples/resources.yaml")
