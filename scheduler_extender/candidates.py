@@ -12,9 +12,9 @@ quote or a backslash, so ``"<name>"`` standing between ``[``/``,`` and
 syntax-checked) array. Names that could need JSON escaping fall back to the
 decoded list.
 
-That the array holds only strings is checked when it arrives, without
-decoding it (:func:`_plain_count`), so a bad list is refused before anything
-is decided rather than when a reply first walks it.
+That the array holds only strings is checked by ``len()`` without decoding it
+(:func:`_plain_count`); the scheduler reads it before any decision that changes
+state, so a bad list is refused first rather than when a reply walks it.
 """
 
 from __future__ import annotations
@@ -46,18 +46,17 @@ class Candidates(Collection[str]):
         """From the JSON array of names as it came on the wire (``null`` = none offered).
 
         The bytes must be syntactically valid JSON (msgspec checks that while
-        keeping them raw). Anything but an array of plain names is decoded at
-        once, so msgspec.ValidationError (or UnicodeDecodeError) is raised here.
+        keeping them raw). That every element is a string is checked by ``len()``
+        (without decoding, :func:`_plain_count`) or when the names are decoded:
+        msgspec.ValidationError then. A caller that is about to change state reads
+        ``len()`` first, so a bad list is refused before anything is decided; the
+        answers that need only "is X offered?" never pay for the check.
         """
         out = cls()
         stripped = raw.strip()
-        if stripped == b"null":
-            return out
-        count = _plain_count(stripped)
-        if count is None:
-            out._list = _names_decoder.decode(stripped)
-        else:
-            out._raw, out._list, out._len = stripped, None, count
+        if stripped != b"null":
+            out._raw = stripped
+            out._list = None
         return out
 
     def names(self) -> list[str]:
@@ -81,7 +80,8 @@ class Candidates(Collection[str]):
 
     def __len__(self) -> int:
         if self._len is None:
-            self._len = len(self.names())
+            count = _plain_count(self._raw) if self._list is None and self._raw else None
+            self._len = count if count is not None else len(self.names())
         return self._len
 
     def __repr__(self) -> str:

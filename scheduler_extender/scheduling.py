@@ -184,6 +184,10 @@ class Scheduler:
             if held.node in candidates:
                 self.ledger.touch(pod.key)
                 return FilterOutcome(nodes=[held.node])
+        # Everything below may change state: the offered names are read whole first, so a
+        # list that is not all names is refused before anything is decided.
+        len(candidates)
+        if held is not None:
             if (
                 held.group != pod.key
                 and held.state == TENTATIVE

@@ -10,6 +10,8 @@ anything, so a refused request has changed nothing.
 from __future__ import annotations
 
 import codecs
+import contextlib
+from collections.abc import Iterator
 from typing import TypeVar
 
 import msgspec
@@ -99,5 +101,20 @@ def candidates_of(args: wire.ExtenderArgs) -> Candidates:
     field = "NodeNames" if args.has_node_names else "Nodes.items"
     try:
         return args.candidates()
+    except _UNREADABLE as exc:
+        raise BadRequest(400, f"malformed ExtenderArgs.{field}: {_why(exc)}") from exc
+
+
+@contextlib.contextmanager
+def offered_names(args: wire.ExtenderArgs) -> Iterator[Candidates]:
+    """The offered node names, for a decision that reads them as it needs them.
+
+    NodeNames are checked to be all names when the decision first needs them whole
+    (before it changes anything); a list that is not is a 400 here.
+    """
+    field = "NodeNames" if args.has_node_names else "Nodes.items"
+    candidates = candidates_of(args)
+    try:
+        yield candidates
     except _UNREADABLE as exc:
         raise BadRequest(400, f"malformed ExtenderArgs.{field}: {_why(exc)}") from exc

@@ -18,17 +18,17 @@ from starlette.requests import Request
 
 from scheduler_extender import wire
 from scheduler_extender.scheduling import Scheduler
-from scheduler_extender.verbs.body import candidates_of, decode, pod_of, read_body
+from scheduler_extender.verbs.body import decode, offered_names, pod_of, read_body
 
 
 async def handle(request: Request, scheduler: Scheduler, limit: int) -> bytes:
     args = decode(wire.filter_args, await read_body(request, limit), "ExtenderArgs")
     pod = pod_of(args.pod)
-    candidates = candidates_of(args)
-    if scheduler.would_block():
-        out = await asyncio.to_thread(scheduler.filter, pod, candidates)
-    else:
-        out = scheduler.filter(pod, candidates)
+    with offered_names(args) as candidates:
+        if scheduler.would_block():
+            out = await asyncio.to_thread(scheduler.filter, pod, candidates)
+        else:
+            out = scheduler.filter(pod, candidates)
     result = wire.ExtenderFilterResult(
         failed_nodes=out.failed, failed_and_unresolvable=out.unresolvable, error=out.error
     )

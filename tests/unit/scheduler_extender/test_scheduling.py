@@ -69,9 +69,12 @@ def test_null_and_absent_names_are_empty() -> None:
     "raw",
     [b"[1, 2]", b"[1]", b"[ null ]", b'["a", 1]', b'["a", ["b"]]', b'[{"a": "b"}]', b'"a"', b"{}"],
 )
-def test_anything_but_a_list_of_names_is_refused_on_arrival(raw: bytes) -> None:
+def test_anything_but_a_list_of_names_is_refused_once_counted(raw: bytes) -> None:
+    """The count a decision reads before it changes state refuses it, and so does decoding."""
     with pytest.raises(msgspec.ValidationError):
-        Candidates.from_json(raw)
+        len(Candidates.from_json(raw))
+    with pytest.raises(msgspec.ValidationError):
+        list(Candidates.from_json(raw))
 
 
 _SCALAR = (
@@ -86,14 +89,14 @@ _ELEMENT = _SCALAR | st.lists(_SCALAR, max_size=2) | st.dictionaries(st.text(), 
 
 @given(st.lists(NAME | _ELEMENT, max_size=8), st.sampled_from(["", " ", "\n  "]))
 def test_the_arrival_check_agrees_with_decoding(items: list[Any], space: str) -> None:
-    """Checked without decoding, a list is kept exactly when every element is a string."""
+    """Checked by len() without decoding, a list passes exactly when every element is a string."""
     raw = json.dumps(items, separators=("," + space, ":")).encode()
     if all(isinstance(i, str) for i in items):
         lazy = Candidates.from_json(raw)
-        assert list(lazy) == items and len(lazy) == len(items)
+        assert len(lazy) == len(items) and list(lazy) == items
     else:
         with pytest.raises(msgspec.ValidationError):
-            Candidates.from_json(raw)
+            len(Candidates.from_json(raw))
 
 
 # ---- PodsByGroup -------------------------------------------------------------------------
