@@ -344,7 +344,13 @@ def test_lowering_min_count_on_a_live_podgroup_lets_its_pods_go(suite: Suite) ->
             lower()
         assert refused.value.status == 422
         return
-    time.sleep(3)  # the gang is short of its quorum: nothing is placed
+    # The gang is short of its quorum: refused with a reason, nothing placed.
+    wait_for(
+        lambda: suite.unschedulable_message("shrink-0") and suite.unschedulable_message("shrink-1"),
+        30,
+        "both members to be refused",
+        lambda: suite.describe("shrink-0", "shrink-1"),
+    )
     assert suite.node_of("shrink-0") == suite.node_of("shrink-1") == ""
     lower()
     bound = suite.wait_bound("shrink-0", "shrink-1", timeout=120)
@@ -389,7 +395,6 @@ def test_gang_that_does_not_fit_waits_with_a_reason_and_runs_when_capacity_frees
         "a readable reason on the pending gang",
         lambda: suite.describe("big-0", "big-1"),
     )
-    time.sleep(2)
     assert suite.node_of("big-0") == "" and suite.node_of("big-1") == ""
     suite.stack.cp.kwok.succeed(suite.ns, "blocker")
     bound = suite.wait_bound("big-0", "big-1", timeout=90)
@@ -979,7 +984,23 @@ def test_a_composite_gang_is_placed_all_or_nothing(suite: Suite) -> None:
     suite.pod("leader-0", cpu="2", group="leader")
     for i in range(2):
         suite.pod(f"workers-{i}", cpu="2", group="workers")
-    time.sleep(5)
+    # Judged once kube-scheduler has looked at them: its gang gate holds the short gang's
+    # pods (its log says so; no condition is written), and without a composite the
+    # leader's gang of one is bound.
+    short = ["leader-0", "workers-0", "workers-1"] if composite else ["workers-0", "workers-1"]
+
+    def gated(pod: str) -> bool:
+        log = suite.stack.scheduler.process.log_tail(20000)
+        return f'pod="{suite.ns}/{pod}" plugin="GangScheduling"' in log
+
+    wait_for(
+        lambda: all(gated(p) for p in short),
+        60,
+        "kube-scheduler's gang gate to hold the short gang",
+        lambda: suite.describe(*short),
+    )
+    if not composite:
+        suite.wait_bound("leader-0")
     bound = [p for p in ("leader-0", "workers-0", "workers-1") if suite.node_of(p)]
     held = suite.state_pods()
     if composite:
@@ -1278,7 +1299,12 @@ def test_a_gang_whose_member_cannot_be_placed_lets_its_hold_go_after_the_gang_ti
         assert suite.state_nodes()[node]["core"]["free"] == 0
         # Nothing else fits while the member's share is held.
         suite.pod("other", cpu="2")
-        time.sleep(2)
+        wait_for(
+            lambda: suite.unschedulable_message("other"),
+            30,
+            "the other pod to be refused",
+            lambda: suite.describe("other"),
+        )
         assert suite.node_of("other") == ""
 
         def timed_out() -> bool:
