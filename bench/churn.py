@@ -93,6 +93,7 @@ def main() -> None:
     fig, ax = new_figure()
     for label, values in runs.items():
         ax.plot(range(1, len(values) + 1), values, "o-", label=label)
+    ax.set_xticks(range(1, args.rounds + 1))
     ax.set_xlabel("round")
     ax.set_ylabel(f"RSS growth over {args.cycles} pods (%)")
     ax.set_title("Memory over a pod churn through the extender")

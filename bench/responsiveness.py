@@ -113,6 +113,7 @@ def main() -> None:
     x = range(len(rounds))
     ax.bar([i - 0.2 for i in x], [r["rebuild_s"] * 1000 for r in rounds], 0.4, label="rebuild")
     ax.bar([i + 0.2 for i in x], [r["worst_probe_ms"] for r in rounds], 0.4, label="worst probe")
+    ax.set_xticks(list(x), [str(i + 1) for i in x])
     ax.set_xlabel("round")
     ax.set_ylabel("milliseconds")
     ax.set_title(f"Probes while a {args.nodes}-node rebuild holds the graph")
