@@ -23,11 +23,13 @@ import functools
 import json
 import os
 import secrets
+import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ from testbed import ControlPlane, images
 from testbed.binaries import kubernetes_version
 from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE
 from testbed.node import RealNode, missing_requirements, pod_logs
+from testbed.rest import KubeApiError
 from tests.e2e.test_extender_e2e import wait_for
 from tests.e2e.test_rbac_matrix import (
     CERTS,
@@ -630,3 +633,307 @@ def test_a_killed_extender_is_restarted_by_the_kubelet_and_books_nothing_twice(
     third = installed.pod(NS, waiting[0])["metadata"]["annotations"][names.ANNOTATION_BACKEND]
     assert third == first
     installed.kubectl("-n", NS, "delete", "pods", "--all", "--now", "--wait=true")
+
+
+WEBHOOK = "pods.fluence.flux-framework.org"
+"""The webhook's name in the MutatingWebhookConfiguration, as the API server's errors give it."""
+WEBHOOK_SLICES = f"/apis/discovery.k8s.io/v1/namespaces/{SYSTEM}/endpointslices"
+BURST_PODS = 360
+BURST_S = 30.0
+BURST_THREADS = 4
+KILL_AT_S = 5.0
+"""Into the burst: creations before the kill show the steady state, the rest what follows it."""
+BURST_LABEL = "fluence-e2e-burst"
+HOLD_GATE = "testbed.fluence.flux-framework.org/hold"
+"""A scheduling gate no one lifts: the burst's pods cost the schedulers and nodes nothing."""
+POLL_S = 0.1
+AFTER_WINDOW_MIN = 50
+"""Creations the burst must still make once the failure window has closed."""
+
+
+def _burst_pod(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"burst-{i}", "namespace": NS, "labels": {BURST_LABEL: "true"}},
+        "spec": {
+            "schedulerName": "fluence",
+            "schedulingGates": [{"name": HOLD_GATE}],
+            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}],
+        },
+    }
+
+
+@dataclass
+class _Creation:
+    start: float
+    end: float
+    status: int
+    """201, the API server's error status, or 0 when it gave no answer."""
+    message: str = ""
+
+    @property
+    def webhook_failed(self) -> bool:
+        """Refused because the API server could not call the webhook (failurePolicy Fail)."""
+        return (
+            self.status == 500
+            and "failed calling webhook" in self.message
+            and WEBHOOK in self.message
+        )
+
+
+@dataclass
+class _Burst:
+    """Pods created on a fixed schedule from a few threads: when each creation started and
+    ended and what the API server answered."""
+
+    installed: Installed
+    created: list[_Creation] = field(default_factory=list)
+    t0: float = 0.0
+    _next: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.t0 = time.monotonic()
+        self._threads = [
+            threading.Thread(target=self._run, daemon=True) for _ in range(BURST_THREADS)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in self._threads), "the burst did not end in time"
+
+    def _take(self) -> int | None:
+        with self._lock:
+            if self._next >= BURST_PODS:
+                return None
+            self._next += 1
+            return self._next - 1
+
+    def _run(self) -> None:
+        rest = self.installed.cp.rest
+        while (i := self._take()) is not None:
+            delay = self.t0 + i * BURST_S / BURST_PODS - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            start = time.monotonic()
+            try:
+                rest.create(f"/api/v1/namespaces/{NS}/pods", _burst_pod(i))
+                status, message = 201, ""
+            except KubeApiError as e:
+                status, message = e.status, str(e)
+            except OSError as e:
+                status, message = 0, repr(e)
+            with self._lock:
+                self.created.append(_Creation(start, time.monotonic(), status, message))
+
+
+@dataclass
+class _EndpointPoll:
+    """The webhook Service's EndpointSlices, read every POLL_S: which replica's endpoint the
+    API server would pick (ready) when; and whether the watched replica's process answers
+    its probe port, to tell the restart apart from the kubelet's probe."""
+
+    installed: Installed
+    readyz: str
+    """The watched replica's /readyz on its plain probe port."""
+    samples: list[tuple[float, dict[str, bool], bool]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self, limit_s: float) -> None:
+        self._thread = threading.Thread(target=self._run, args=(limit_s,), daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def _run(self, limit_s: float) -> None:
+        rest = self.installed.cp.rest
+        deadline = time.monotonic() + limit_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                got = rest.get(
+                    WEBHOOK_SLICES, labelSelector="kubernetes.io/service-name=fluence-webhook"
+                )
+            except (KubeApiError, OSError):
+                self._stop.wait(POLL_S)
+                continue
+            ready = {
+                str((endpoint.get("targetRef") or {}).get("name", "")): (
+                    (endpoint.get("conditions") or {}).get("ready") is not False
+                )
+                for item in got["items"]
+                for endpoint in item.get("endpoints") or []
+            }
+            try:
+                serving = httpx.get(self.readyz, timeout=1).status_code == 200
+            except httpx.TransportError:
+                serving = False
+            self.samples.append((time.monotonic(), ready, serving))
+            self._stop.wait(POLL_S)
+
+    def first(self, after: float, pod: str, ready: bool) -> float | None:
+        """When the poll first saw ``pod``'s endpoint (not) ready at or after ``after``."""
+        return next(
+            (t for t, seen, _ in self.samples if t >= after and seen.get(pod, False) == ready),
+            None,
+        )
+
+    def first_serving(self, after: float) -> float | None:
+        """When the watched replica first answered its probe port at or after ``after``."""
+        return next((t for t, _, serving in self.samples if t >= after and serving), None)
+
+
+def _webhook_pods_ready(installed: Installed) -> list[dict[str, Any]]:
+    pods = installed.component_pods("webhook")
+    return pods if len(pods) == 2 and all(_ready(p) for p in pods) else []
+
+
+def _webhook_pdb(installed: Installed) -> dict[str, Any]:
+    return dict(
+        installed.cp.rest.get(
+            f"/apis/policy/v1/namespaces/{SYSTEM}/poddisruptionbudgets/fluence-webhook"
+        )
+    )
+
+
+def _dry_run_eviction(installed: Installed, name: str) -> KubeApiError | None:
+    """The API server's answer to evicting the pod: None when allowed, else its refusal.
+    Dry run: the PDB is checked all the same, and nothing is deleted either way."""
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": SYSTEM},
+        "deleteOptions": {"dryRun": ["All"]},
+    }
+    try:
+        installed.cp.rest.create(f"/api/v1/namespaces/{SYSTEM}/pods/{name}/eviction", body)
+    except KubeApiError as e:
+        return e
+    return None
+
+
+def _restarts(pod: dict[str, Any]) -> int:
+    return sum(int(s["restartCount"]) for s in pod["status"].get("containerStatuses", []))
+
+
+@pytest.mark.parametrize("installed", ["kubectl"], indirect=True)
+def test_a_webhook_replica_killed_mid_burst_fails_creations_only_until_its_endpoint_drops(
+    installed: Installed,
+) -> None:
+    """Two replicas; one is SIGKILLed while pods are being created. Creations fail (webhook
+    call refused, failurePolicy Fail) only until the API server stops picking the dead
+    replica's endpoint, and the PDB refuses to evict the last ready replica meanwhile.
+
+    Under the kubectl install only: the chart renders the same Deployment, Service, probes
+    and PDB, and what follows the kill is the kubelet's, the endpoint controller's and the
+    API server's doing, the same either way."""
+    rest = installed.cp.rest
+    deployment = rest.get(f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/fluence-webhook")
+    if int(deployment["spec"]["replicas"]) < 2:
+        installed.kubectl("-n", SYSTEM, "scale", "deployment/fluence-webhook", "--replicas=2")
+    installed.kubectl(
+        "-n",
+        SYSTEM,
+        "rollout",
+        "status",
+        "deployment/fluence-webhook",
+        f"--timeout={TIMEOUT_S:.0f}s",
+    )
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    period_s = float(container["readinessProbe"].get("periodSeconds", 10))
+    pods = wait_for(lambda: _webhook_pods_ready(installed), TIMEOUT_S, "two ready webhook replicas")
+    assert all(p["spec"]["nodeName"] == NODE for p in pods), "both replicas run on the real node"
+    victim, survivor = sorted(pods, key=lambda p: str(p["metadata"]["name"]))
+    victim_name, survivor_name = victim["metadata"]["name"], survivor["metadata"]["name"]
+    wait_for(
+        lambda: _webhook_pdb(installed)["status"].get("disruptionsAllowed") == 1,
+        60,
+        "the PDB to allow one disruption of two ready replicas",
+    )
+    # With both ready the PDB lets one go, as a drain of one node would.
+    assert _dry_run_eviction(installed, survivor_name) is None
+
+    def dropped() -> float | None:
+        return poll.first(kill_called, victim_name, ready=False)
+
+    def ready_again() -> float | None:
+        at = dropped()
+        return None if at is None else poll.first(at, victim_name, ready=True)
+
+    poll = _EndpointPoll(installed, f"http://{victim['status']['podIP']}:8080/readyz")
+    poll.start(BURST_S + TIMEOUT_S)
+    burst = _Burst(installed)
+    try:
+        burst.start()
+        time.sleep(max(0.0, burst.t0 + KILL_AT_S - time.monotonic()))
+        (status,) = [s for s in victim["status"]["containerStatuses"] if s["name"] == "webhook"]
+        kill_called = time.monotonic()
+        installed.node.kill_container(status["containerID"])
+        killed_at = time.monotonic()
+        # With the victim unready the PDB keeps the survivor: an eviction is refused.
+        wait_for(
+            lambda: _webhook_pdb(installed)["status"].get("disruptionsAllowed") == 0,
+            30,
+            "the PDB to see one ready replica",
+        )
+        refused = _dry_run_eviction(installed, survivor_name)
+        burst.join(BURST_S + 120)
+        wait_for(ready_again, TIMEOUT_S, "the killed replica's endpoint to be ready again")
+    finally:
+        poll.stop()
+        rest.delete(
+            f"/api/v1/namespaces/{NS}/pods",
+            labelSelector=f"{BURST_LABEL}=true",
+            gracePeriodSeconds=0,
+        )
+
+    assert refused is not None and refused.status == 429, refused
+    dropped_at, ready_again_at = dropped(), ready_again()
+    assert dropped_at is not None and ready_again_at is not None
+    serving_again_at = poll.first_serving(dropped_at)
+    assert serving_again_at is not None and serving_again_at <= ready_again_at
+    window_end = dropped_at + period_s
+    created = sorted(burst.created, key=lambda c: c.start)
+    assert len(created) == BURST_PODS
+    failed = [c for c in created if c.status != 201]
+    other = [c for c in failed if not c.webhook_failed]
+    assert not other, [(c.status, c.message) for c in other[:5]]
+    # Failures only between the kill and the window's end; every creation after it succeeds.
+    outside = [c for c in failed if c.end < kill_called or c.start > window_end]
+    assert not outside, [(c.start - killed_at, c.end - killed_at, c.message) for c in outside[:5]]
+    after = [c for c in created if c.start > window_end]
+    assert len(after) >= AFTER_WINDOW_MIN, f"only {len(after)} creations after the window"
+
+    # The kubelet restarted the killed container in place; both replicas are ready again.
+    wait_for(lambda: _webhook_pods_ready(installed), TIMEOUT_S, "both replicas ready again")
+    now = {p["metadata"]["name"]: p for p in installed.component_pods("webhook")}
+    assert set(now) == {victim_name, survivor_name}
+    assert _restarts(now[victim_name]) == _restarts(victim) + 1
+    assert _restarts(now[survivor_name]) == _restarts(survivor)
+    durations = [c.end - c.start for c in created]
+    numbers = {
+        "how": installed.how,
+        "creations": len(created),
+        "failures": len(failed),
+        "first_failure_s": min(c.end for c in failed) - killed_at if failed else None,
+        "last_failure_s": max(c.end for c in failed) - killed_at if failed else None,
+        "endpoint_drop_s": dropped_at - killed_at,
+        "window_bound_s": window_end - killed_at,
+        "serving_again_s": serving_again_at - killed_at,
+        "ready_again_s": ready_again_at - killed_at,
+        "restart_to_ready_s": ready_again_at - serving_again_at,
+        "probe_period_s": period_s,
+        "eviction_with_one_ready": refused.status,
+        "creation_ms_median": statistics.median(durations) * 1000,
+        "creation_ms_max": max(durations) * 1000,
+    }
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in numbers.items()}))
