@@ -1,35 +1,21 @@
-"""Who holds what: the single owner of allocations.
+"""The ledger: the coordinator of the scheduling core, one placement, bind or pod event at a time.
 
-Every pod that holds resources has one :class:`Holding`, backed by its own
-matcher job (so releasing a pod frees exactly its share):
-
-* **tentative** - made at filter time for every member of a group at once
-  (the group is matched whole, then split into one job per pod under one lock);
-* **committed** - the pod was bound; its record is on the pod as the
-  ``fluence.flux-framework.org/allocation`` annotation, written by the Binding;
-* **foreign** - a pod some other scheduler bound: its requests are held on its
-  node while it runs, so fluence never places onto capacity that is in use.
+A place call is the cycle: the group joins the queue (:mod:`fluence.scheduling.reservations`
+keeps the groups ahead of it reserved), is kept off the room held for preemptors
+(:mod:`fluence.scheduling.preemption`), has its zones and racks chosen
+(:mod:`fluence.scheduling.topology`), and is matched all or nothing and split into a
+tentative holding per pod (:mod:`fluence.scheduling.match`); a group that does not fit
+waits with a reservation. Binds commit holdings; pod events and the startup rebuild
+follow the cluster (:mod:`fluence.scheduling.recovery`).
 
 Release rules. A holding is released at once when its pod becomes Succeeded or
 Failed, is deleted, or (tentative) is seen bound elsewhere without our record or
 its bind fails. A tentative holding that is never bound (gang rolled back, pod
 stuck) is released once ``unbound_timeout`` seconds pass since it was made or
 last handed out again by filter; filter hands it out on every retry, so a gang
-waiting in the scheduler keeps its place while it keeps being retried.
-
-Recovery. After a restart, or on a standby replica following the watch,
-:meth:`Ledger.observe` replays each bound, non-terminal pod's record (and holds
-foreign pods' requests), so the graph holds exactly what the cluster runs.
-A record is replayed only when its seal proves this scheduler wrote it for
-this very pod (:mod:`fluence.scheduling.record`) and it asks for what the pod itself
-requests; any other record is ignored, counted and logged, and the pod is
-accounted by its requests like another scheduler's. Matcher job ids are local
-to the process: a replay takes fresh ones, never the ids a record carries.
-
-The queue. A group that does not fit now waits, in priority then arrival order;
-the first of the waiting groups hold reservations that every later match must
-leave free (:mod:`fluence.scheduling.reservations`). Which zones and racks a
-group is matched in is :mod:`fluence.scheduling.topology`'s choice.
+waiting in the scheduler keeps its place while it keeps being retried. A group
+whose members are not all bound ``gang_timeout`` seconds after its match lets go
+of the unbound ones (:meth:`Ledger.expire`).
 """
 
 from __future__ import annotations
