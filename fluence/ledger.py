@@ -467,25 +467,11 @@ class Ledger:
         """
         now = self.clock()
         with self.lock:
-            old = [
-                k
-                for k, h in self._holdings.items()
-                if h.state == TENTATIVE and now - h.since >= self.unbound_timeout
-            ]
+            old = self.store.unbound_for(now, self.unbound_timeout)
             for k in old:
                 self.release(k, f"not bound within {self.unbound_timeout:.0f}s")
             self.reservations.drop_silent(now, max(self.gang_timeout, PARKED_SECONDS))
-            stuck = {
-                h.group
-                for h in self._holdings.values()
-                if h.state == TENTATIVE and h.placed and now - h.placed >= self.gang_timeout
-            }
-            for group in sorted(stuck):
-                members = [
-                    k
-                    for k, h in self._holdings.items()
-                    if h.group == group and h.state == TENTATIVE
-                ]
+            for group, members in self.store.stuck_groups(now, self.gang_timeout).items():
                 why = (
                     f"group {group} not fully bound within {self.gang_timeout:.0f}s; "
                     "its capacity is released and the group is matched again when retried"

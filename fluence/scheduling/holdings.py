@@ -175,6 +175,28 @@ class Holdings:
         self.graph.hold_compute(jid, node, amounts, runtime)
         return jid
 
+    def unbound_for(self, now: float, timeout: float) -> list[str]:
+        """Pods whose tentative holding was not handed out again for ``timeout`` seconds."""
+        return [
+            k for k, h in self.by_pod.items() if h.state == TENTATIVE and now - h.since >= timeout
+        ]
+
+    def stuck_groups(self, now: float, timeout: float) -> dict[str, list[str]]:
+        """Groups not all bound ``timeout`` seconds after their match -> their unbound pods.
+
+        Filter retries renew each member's holding, so without this rule a gang with
+        one member that can never bind would keep the others' capacity for ever.
+        """
+        stuck = {
+            h.group
+            for h in self.by_pod.values()
+            if h.state == TENTATIVE and h.placed and now - h.placed >= timeout
+        }
+        return {
+            group: [h.pod for h in self.by_pod.of_group(group) if h.state == TENTATIVE]
+            for group in sorted(stuck)
+        }
+
     def join(self, h: Holding, shared: GroupDevices) -> None:
         """``h`` shares ``shared``'s devices (its backend) with the rest of its group."""
         h.devices = shared.devices
