@@ -520,6 +520,28 @@ std::string compress_hostlist(const std::vector<std::string> &hosts) {
     return out;
 }
 
+namespace {
+// Zeros printed before n at width w.
+size_t padding(long long n, size_t w) {
+    size_t digits = std::to_string(n).size();
+    return w > digits ? w - digits : 0;
+}
+
+// Can a range starting at lo, printed at `width`, take n printed at `w`? As libhostlist's
+// width_equiv: the widths are equal, or one of them prints both numbers with the zeros
+// they already have (2 and 16 join: neither has any). `width` becomes that one.
+bool same_padding(long long lo, size_t &width, long long n, size_t w) {
+    if (width == w) return true;
+    for (size_t both : {width, w}) {
+        if (padding(lo, both) == padding(lo, width) && padding(n, both) == padding(n, w)) {
+            width = both;
+            return true;
+        }
+    }
+    return false;
+}
+}  // namespace
+
 void append_hostlist(std::string &out, const std::vector<std::string_view> &hosts) {
     // Group consecutive hosts sharing a prefix and differing in a trailing number.
     auto split = [](std::string_view h, std::string_view &prefix, std::string_view &digits) {
@@ -564,8 +586,10 @@ void append_hostlist(std::string &out, const std::vector<std::string_view> &host
             bool first = true;
             while (k < nums.size()) {
                 size_t m = k;
+                size_t width = nums[k].second.size();
                 while (m + 1 < nums.size() && nums[m + 1].first == nums[m].first + 1 &&
-                       nums[m + 1].second.size() == nums[k].second.size())
+                       same_padding(nums[k].first, width, nums[m + 1].first,
+                                    nums[m + 1].second.size()))
                     ++m;
                 if (!first) out += ',';
                 first = false;

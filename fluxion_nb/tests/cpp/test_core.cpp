@@ -65,6 +65,19 @@ TEST(Hostlist, ExpandsAndCompresses) {
     EXPECT_EQ(format_idset({0, 1, 2, 7}), "0-2,7");
 }
 
+TEST(Hostlist, RangesJoinAcrossDigitCountsWithoutLeadingZeros) {
+    std::vector<std::string> workers;
+    for (int i = 2; i <= 16; ++i) workers.push_back("worker" + std::to_string(i));
+    EXPECT_EQ(compress_hostlist(workers), "worker[2-16]");
+    EXPECT_EQ(compress_hostlist({"n98", "n99", "n100", "n101"}), "n[98-101]");
+    EXPECT_EQ(compress_hostlist({"n08", "n09", "n10", "n11"}), "n[08-11]");
+    // Zeros would be lost or added at either width: two ranges.
+    EXPECT_EQ(compress_hostlist({"n009", "n10"}), "n[009,10]");
+    EXPECT_EQ(compress_hostlist({"n9", "n010"}), "n[9,010]");
+    auto back = expand_hostlist(compress_hostlist(workers));
+    EXPECT_EQ(back, workers);
+}
+
 TEST(Matcher, FluxionDefaultTakesWholePoolUnderASlot) {
     Matcher m(pooled_graph(), MatcherOptions{"first", "ALL:core,ALL:node", "simple", {}});
     auto r1 = m.match(kSlotCore1, "allocate");
