@@ -44,6 +44,7 @@ from scheduler_extender.app import create_app  # noqa: E402
 from scheduler_extender.binder import NullBinder  # noqa: E402
 from scheduler_extender.cluster_watch import freeze_startup_heap, thaw_heap  # noqa: E402
 from scheduler_extender.scheduling import Scheduler  # noqa: E402
+from tests.support.asgi import post  # noqa: E402
 
 
 class Pods:
@@ -106,35 +107,7 @@ async def call(app: Any, path: str, body: bytes) -> tuple[int, bytes]:
         await asyncio.Event().wait()
         return {"type": "http.disconnect"}
 
-    status = 0
-    chunks: list[bytes] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8888),
-    }
-    await app(scope, receive, send)
-    return status, b"".join(chunks)
+    return await post(app, path, receive, len(body))
 
 
 def stats(xs: list[float]) -> dict[str, float]:

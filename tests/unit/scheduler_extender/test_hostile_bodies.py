@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 from starlette.types import Message
 
 from scheduler_extender.whatif import MAX_JOBSPEC_DEPTH, JobspecInputError, parse_jobspec
+from tests.support.asgi import post
 from tests.unit.fluence.test_pods import make_node, make_pod
 from tests.unit.scheduler_extender.test_app import Env
 
@@ -97,32 +98,7 @@ class Stream:
 
 
 async def _post(app: Any, path: str, receive: Stream, declared: int | None) -> tuple[int, bytes]:
-    headers = [(b"content-type", b"application/json")]
-    if declared is not None:
-        headers.append((b"content-length", str(declared).encode()))
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8888),
-    }
-    sent: list[Message] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    await app(scope, receive, send)
-    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
-    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return status, body
+    return await post(app, path, receive, declared)
 
 
 @pytest.mark.parametrize("path", BODY_ROUTES)
