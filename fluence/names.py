@@ -26,6 +26,14 @@ ANNOTATION_ALLOCATION = f"{DOMAIN}/allocation"
 ANNOTATION_ALLOCATION_SEAL = f"{DOMAIN}/allocation-seal"
 """HMAC of the record under the scheduler's key: only sealed records are replayed."""
 
+# The queue: pods of the fluence profile wait behind this scheduling gate (added at
+# admission) until the queue has placed their whole group and pinned each to its node.
+QUEUE_GATE = f"{DOMAIN}/queue"
+QUEUE_LEASE = "fluence-queue"
+"""The Lease whose holder runs the queue: one extender releases gated groups at a time."""
+NODE_NAME_FIELD = "metadata.name"
+"""The node field a released pod's required node affinity names its node by."""
+
 # A pod status condition of ours (the pods/status subresource).
 CONDITION_ROOM_FREE = f"{DOMAIN}/RoomFree"
 """On a waiting pod whose group fits now: writing it makes kube-scheduler try the pod again."""

@@ -150,6 +150,31 @@ class SchedulingGate(msgspec.Struct, omit_defaults=True):
     name: str = ""
 
 
+class NodeSelectorRequirement(msgspec.Struct, omit_defaults=True):
+    key: str = ""
+    operator: str = ""
+    values: list[str] = []
+
+
+class NodeSelectorTerm(msgspec.Struct, rename="camel", omit_defaults=True):
+    match_expressions: list[NodeSelectorRequirement] = []
+    match_fields: list[NodeSelectorRequirement] = []
+
+
+class NodeSelector(msgspec.Struct, rename="camel", omit_defaults=True):
+    node_selector_terms: list[NodeSelectorTerm] = []
+
+
+class NodeAffinity(msgspec.Struct, omit_defaults=True):
+    required: NodeSelector | None = msgspec.field(
+        default=None, name="requiredDuringSchedulingIgnoredDuringExecution"
+    )
+
+
+class Affinity(msgspec.Struct, rename="camel", omit_defaults=True):
+    node_affinity: NodeAffinity | None = None
+
+
 class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     scheduler_name: str = "default-scheduler"
     node_name: str = ""
@@ -160,6 +185,7 @@ class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     tolerations: list[Toleration] = []
     scheduling_group: SchedulingGroup | None = None
     scheduling_gates: list[SchedulingGate] = []
+    affinity: Affinity | None = None
     priority: int | None = None
     """Resolved from priorityClassName at admission, so a pod cannot claim any other."""
     preemption_policy: str = ""
@@ -191,6 +217,9 @@ class Pod(msgspec.Struct, omit_defaults=True):
     @property
     def gated(self) -> bool:
         return bool(self.spec.scheduling_gates)
+
+    def gated_by(self, gate: str) -> bool:
+        return any(g.name == gate for g in self.spec.scheduling_gates)
 
     def tolerates(self, taint: Taint) -> bool:
         return any(_tolerates(t, taint) for t in self.spec.tolerations)

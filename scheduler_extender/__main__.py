@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import sys
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from fluence import resources, telemetry
+from fluence import names, resources, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.events import EventRecorder, api_poster
 from fluence.kube_client import api_client
@@ -30,6 +32,8 @@ from scheduler_extender.cluster_watch import (
     thaw_heap,
 )
 from scheduler_extender.eviction import ApiEvictor
+from scheduler_extender.gated_queue import GatedQueue
+from scheduler_extender.leadership import AlwaysLeader, LeaseElector
 from scheduler_extender.requeue import Requeuer, api_condition_writer
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.settings import ExtenderSettings
@@ -95,6 +99,20 @@ def main(argv: list[str] | None = None) -> None:
         scheduler_name=settings.scheduler_name,
         evictor=ApiEvictor(api, events) if settings.preemption else None,
     )
+    gated = GatedQueue(scheduler, binder)
+    if settings.queue:
+        cache.pods.add_handler(gated.on_pod)
+        cache.nodes.add_handler(gated.on_node)
+    leadership: LeaseElector | AlwaysLeader = AlwaysLeader()
+    if settings.queue and settings.queue_lease_namespace:
+        identity = settings.queue_identity or socket.gethostname()
+        leadership = LeaseElector(
+            api,
+            settings.queue_lease_namespace,
+            names.QUEUE_LEASE,
+            f"{identity}_{uuid.uuid4()}",
+            duration=settings.queue_lease_seconds,
+        )
     startup_failed = threading.Event()
     app = create_app(
         scheduler,
@@ -142,6 +160,10 @@ def main(argv: list[str] | None = None) -> None:
             except Exception:
                 log.exception("looking for groups that fit now failed")
 
+    async def queue() -> None:
+        if settings.queue:
+            await asyncio.gather(leadership.run(), gated.run(runtime.ready.is_set, leadership))
+
     async def binder_connections() -> None:
         """Closes the Binding connections when the server stops."""
         try:
@@ -166,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
                 app,
                 settings.bind,
                 tls_files=tls,
-                background=[housekeeping, requeue, binder_connections],
+                background=[housekeeping, requeue, queue, binder_connections],
                 http2=settings.http2,
             ),
             settings.event_loop,

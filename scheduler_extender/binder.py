@@ -11,16 +11,22 @@ for the token on every request, so rotated service-account tokens are used.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
 import msgspec
 
 from fluence.pods import decode_pod, decode_status
-from scheduler_extender.scheduling import BindConflict, BindError, BindOutcomeUnknown
+from scheduler_extender.scheduling import (
+    BindConflict,
+    BindError,
+    BindOutcomeUnknown,
+    ReleaseRefused,
+)
 
 JSON = "application/json"
+JSON_PATCH = "application/json-patch+json"
 
 
 class NullBinder:
@@ -32,6 +38,9 @@ class NullBinder:
         return None
 
     async def node_of(self, namespace: str, name: str) -> str | None:
+        return None
+
+    async def release(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> None:
         return None
 
 
@@ -79,22 +88,24 @@ class ApiBinder:
             await self._session.close()
             self._session = None
 
-    def _headers(self, body: bool) -> dict[str, str]:
+    def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": JSON}
-        if body:
-            headers["Content-Type"] = JSON
+        if content_type:
+            headers["Content-Type"] = content_type
         token = self.configuration.auth_settings().get("BearerToken")
         if token and token.get("value"):
             headers["Authorization"] = token["value"]
         return headers
 
-    async def _call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    async def _call(
+        self, method: str, path: str, body: bytes | None = None, content_type: str = JSON
+    ) -> tuple[int, bytes]:
         session = self._open()
         async with session.request(
             method,
             self.base + path,
             data=body,
-            headers=self._headers(body is not None),
+            headers=self._headers(content_type if body is not None else None),
             server_hostname=self._server_hostname,
             proxy=self._proxy,
         ) as resp:
@@ -145,6 +156,26 @@ class ApiBinder:
             return decode_pod(data).spec.node_name or None
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise BindOutcomeUnknown(f"cannot read the pod back: {exc}") from exc
+
+    async def release(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> None:
+        """PATCH the pod with the queue's release (:func:`fluence.pinning.release_ops`).
+
+        ReleaseRefused when the API server says no (the pod is gone, recreated, its
+        gates changed); BindOutcomeUnknown when no answer says whether it was applied.
+        """
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        try:
+            status, data = await self._call(
+                "PATCH", path, msgspec.json.encode(list(ops)), JSON_PATCH
+            )
+        except aiohttp.ClientConnectorError as exc:
+            raise ReleaseRefused(f"the API server could not be reached: {exc!r}") from exc
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise BindOutcomeUnknown(f"no answer from the API server: {exc!r}") from exc
+        if status >= 500:
+            raise BindOutcomeUnknown(f"HTTP {status}: {_message(data)}")
+        if status >= 300:
+            raise ReleaseRefused(f"HTTP {status}: {_message(data)}")
 
 
 def _message(data: bytes) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
@@ -23,7 +23,7 @@ from fluence.group_jobspec import JobspecError
 from fluence.ledger import Ledger
 from fluence.pods import Pod, PodGroup
 from fluence.scheduling.holdings import TENTATIVE
-from fluence.scheduling.request import LedgerError
+from fluence.scheduling.request import LedgerError, PlaceResult
 
 if TYPE_CHECKING:
     from scheduler_extender.eviction import Evictor
@@ -94,6 +94,10 @@ class BindOutcomeUnknown(BindError):
     """
 
 
+class ReleaseRefused(Exception):
+    """The API server refused the release: the pod is gone, was recreated or changed."""
+
+
 class Binder(Protocol):
     """Creates Bindings; called on the event loop, so it must not block it."""
 
@@ -122,6 +126,14 @@ def describe_units(units: Sequence[str]) -> str:
     if pods:
         parts.append(f"pod(s) {', '.join(pods)}")
     return " and ".join(parts)
+
+
+def _parts(ref: groups.GroupRef, pods: Sequence[Pod]) -> list[tuple[str, list[str]]]:
+    """A composite's children with a topology of their own: (topology key, their pods)."""
+    return [
+        (key, [m.key for m in pods if groups.group_name(m) == (groups.NATIVE, child)])
+        for child, key in ref.child_topology
+    ]
 
 
 def _elsewhere(group: str, node: str) -> str:
@@ -221,10 +233,6 @@ class Scheduler:
         ]
         if pod.key not in {m.key for m in to_place}:
             to_place.append(pod)
-        parts = [
-            (key, [m.key for m in to_place if groups.group_name(m) == (groups.NATIVE, child)])
-            for child, key in ref.child_topology
-        ]
         return self._place(
             ref.key,
             to_place,
@@ -235,8 +243,77 @@ class Scheduler:
             priority=groups.group_priority(ref, members),
             singly=ref.singly,
             preempts=ref.preempts,
+            parts=_parts(ref, to_place),
+        )
+
+    def group_members(self, pod: Pod, ref: groups.GroupRef) -> list[Pod]:
+        """The live pods of ``pod``'s group (``pod`` included)."""
+        return self._members(pod, ref)
+
+    def place_group(
+        self, ref: groups.GroupRef, members: Sequence[Pod], to_place: Sequence[Pod]
+    ) -> PlaceResult:
+        """Match ``to_place`` of group ``ref`` whole, on any node (the queue's path).
+
+        A group that does not fit waits in the ledger's queue, and starts preempting
+        lower-priority groups where it may; the message says so.
+        """
+        try:
+            res = self._match(
+                ref.key,
+                to_place,
+                self._excluded(to_place),
+                topology=ref.topology,
+                priority=groups.group_priority(ref, members),
+                singly=ref.singly,
+                parts=_parts(ref, to_place),
+            )
+        except JobspecError as exc:
+            return PlaceResult("unsatisfiable", str(exc))
+        except LedgerError as exc:
+            log.error("placing a group failed", extra={"group": ref.key, "error": str(exc)})
+            return PlaceResult("error", str(exc))
+        if res.status == "busy" and ref.preempts and to_place:
+            also = self._preempt_for(ref.key, to_place[0])
+            if also:
+                return replace(res, message=res.message + also)
+        return res
+
+    def _excluded(self, pods: Sequence[Pod]) -> set[str]:
+        """Nodes some pod of ``pods`` may not use (taints, node selectors)."""
+        exclude: set[str] = set()
+        seen: set[bytes] = set()
+        for p in pods:
+            # Members usually share tolerations and selectors: work each distinct set out once.
+            sig = msgspec.json.encode((p.spec.tolerations, p.spec.node_selector))
+            if sig not in seen:
+                seen.add(sig)
+                exclude.update(self.graph.excluded_for(p))
+        return exclude
+
+    def _match(
+        self,
+        group: str,
+        pods: Sequence[Pod],
+        exclude: set[str],
+        *,
+        topology: str,
+        priority: int,
+        singly: bool,
+        parts: Sequence[tuple[str, Sequence[str]]],
+    ) -> PlaceResult:
+        res = self.ledger.place(
+            group,
+            pods,
+            sorted(exclude),
+            topology=topology,
+            priority=priority,
+            singly=singly,
             parts=parts,
         )
+        _match_seconds.record(res.match_seconds)
+        trace.get_current_span().set_attribute("match_seconds", res.match_seconds)
+        return res
 
     def _members(self, pod: Pod, ref: groups.GroupRef) -> list[Pod]:
         if ref.single:
@@ -263,14 +340,7 @@ class Scheduler:
         preempts: bool = True,
         parts: Sequence[tuple[str, Sequence[str]]] = (),
     ) -> FilterOutcome:
-        exclude: set[str] = set()
-        seen: set[bytes] = set()
-        for p in pods:
-            # Members usually share tolerations and selectors: work each distinct set out once.
-            sig = msgspec.json.encode((p.spec.tolerations, p.spec.node_selector))
-            if sig not in seen:
-                seen.add(sig)
-                exclude.update(self.graph.excluded_for(p))
+        exclude = self._excluded(pods)
         # A lone pod goes only where the scheduler's own filters let it (e.g. a node's pod
         # limit, which the graph does not model); matching elsewhere would only be undone.
         alone = len(pods) == 1 and pods[0].key == pod.key
@@ -278,10 +348,10 @@ class Scheduler:
             allowed = set(candidates)
             exclude.update(n for n in self.graph.node_names() if n not in allowed)
         try:
-            res = self.ledger.place(
+            res = self._match(
                 group,
                 pods,
-                sorted(exclude),
+                exclude,
                 topology=topology,
                 priority=priority,
                 singly=singly,
@@ -292,8 +362,6 @@ class Scheduler:
         except LedgerError as exc:
             log.error("placing a group failed", extra={"group": group, "error": str(exc)})
             return FilterOutcome(error=str(exc))
-        _match_seconds.record(res.match_seconds)
-        trace.get_current_span().set_attribute("match_seconds", res.match_seconds)
         if res.status == "unsatisfiable":
             return FilterOutcome(unresolvable={n: res.message for n in candidates})
         if res.status != "allocated":

@@ -97,6 +97,27 @@ class ExtenderSettings(ServerSettings):
         "not asked since; their pods get the fluence.flux-framework.org/RoomFree condition, "
         "which makes kube-scheduler try them again (0: never).",
     )
+    queue: bool = Field(
+        default=True,
+        description="Run the queue: place the groups of pods gated by "
+        "fluence.flux-framework.org/queue and release them pinned to their nodes (only the "
+        "extender holding the queue Lease does; the others follow).",
+    )
+    queue_lease_namespace: str = Field(
+        default="kube-system",
+        description="Namespace of the Lease fluence-queue, whose holder runs the queue "
+        "(empty: no Lease, this extender always runs it: one replica only).",
+    )
+    queue_lease_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="How long the queue Lease holds unrenewed: a replica takes over the queue "
+        "this long after its leader stopped renewing.",
+    )
+    queue_identity: str = Field(
+        default="",
+        description="This extender's name in the queue Lease (empty: the host name).",
+    )
     expire_interval: float = Field(
         default=5.0, gt=0, description="Seconds between sweeps that release expired allocations."
     )

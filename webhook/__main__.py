@@ -68,10 +68,10 @@ def build_admission(
     computed from the pod alone (the backend variables), which gives a forger nothing.
     """
     if client_auth is not ClientAuth.MTLS:
-        return Admission(contract, None, None, authenticated=False)
+        return Admission(contract, None, None, authenticated=False, queue=settings.queue)
     wiring = build_wiring(settings, cluster)
     runtimes = JobRuntimes(cluster, budget_seconds=settings.api_budget_seconds)
-    return Admission(contract, wiring, runtimes)
+    return Admission(contract, wiring, runtimes, queue=settings.queue)
 
 
 def check_tls(settings: WebhookSettings) -> None:

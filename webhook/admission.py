@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fluence import names
+from fluence.json_patch import PatchBuilder
 from webhook import env, gang
 from webhook.job_runtime import JobRuntimes
-from webhook.patch import PatchBuilder
 from webhook.review import AdmissionRequest, Pod, UserInfo, allow, decode_pod, decode_review
 
 log = logging.getLogger(__name__)
@@ -35,9 +35,15 @@ class Mutation:
 
 
 def mutate(
-    pod: Pod, namespace: str, contract: env.EnvContract, user: UserInfo | None = None
+    pod: Pod,
+    namespace: str,
+    contract: env.EnvContract,
+    user: UserInfo | None = None,
+    *,
+    queue: bool = True,
 ) -> Mutation:
-    """Everything decided from the pod alone: env vars, warnings, which gang to wire."""
+    """Everything decided from the pod alone: env vars, the queue's gate, warnings, which
+    gang to wire."""
     result = Mutation()
     if pod.spec.scheduler_name != names.SCHEDULER_NAME:
         asked = sorted({t for s in env.containers(pod) for t in env.fluxion_types(s.container)})
@@ -51,9 +57,25 @@ def mutate(
     plan = env.plan_env(pod, contract)
     result.warnings.extend(plan.warnings)
     env.add_env(plan, contract, result.patch)
+    if queue:
+        add_queue_gate(pod, result.patch)
     result.gang, gang_warnings = gang.plan_gang(pod, namespace, user)
     result.warnings.extend(gang_warnings)
     return result
+
+
+def add_queue_gate(pod: Pod, patch: PatchBuilder) -> None:
+    """Hold the pod back from kube-scheduler until the queue has placed its whole group.
+
+    Pods of a Job are gated like any other rather than the Job suspended: the queue
+    places groups of pods whatever made them (Jobs, JobSets, StatefulSets, bare pods),
+    and a gated pod already exists, so its group's quorum is counted from the API
+    server as the extender path counts it.
+    """
+    gates = pod.spec.scheduling_gates
+    if any(g.name == names.QUEUE_GATE for g in gates or ()):
+        return
+    patch.append("/spec/schedulingGates", gates is not None, {"name": names.QUEUE_GATE})
 
 
 class Admission:
@@ -71,8 +93,11 @@ class Admission:
         runtimes: JobRuntimes | None = None,
         *,
         authenticated: bool = True,
+        queue: bool = True,
     ) -> None:
         self.contract = contract
+        self.queue = queue
+        """Gate the pods of the fluence profile for the queue (``FLUENCE_QUEUE``)."""
         self.wiring = wiring
         self.runtimes = runtimes
         self.authenticated = authenticated
@@ -104,7 +129,9 @@ class Admission:
             pod = decode_pod(request.object)
         except ValueError as e:
             return allow(request.uid, warnings=[f"fluence webhook left the pod unchanged: {e}"])
-        mutation = mutate(pod, request.namespace, self.contract(), request.user_info)
+        mutation = mutate(
+            pod, request.namespace, self.contract(), request.user_info, queue=self.queue
+        )
         calls = []
         if mutation.gang is not None and not self.authenticated:
             mutation.warnings.append(UNAUTHENTICATED_GANG)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fluence import names, resources
-from webhook.patch import PatchBuilder, pointer
+from fluence.json_patch import PatchBuilder, pointer
 from webhook.review import Container, Pod
 
 log = logging.getLogger(__name__)

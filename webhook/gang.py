@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from fluence import names
 from fluence.groups import parse_group_size
-from webhook.patch import PatchBuilder, pointer
+from fluence.json_patch import PatchBuilder, pointer
 from webhook.review import Pod, UserInfo
 
 log = logging.getLogger(__name__)

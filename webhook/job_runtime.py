@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from fluence import names
-from webhook.patch import PatchBuilder, pointer
+from fluence.json_patch import PatchBuilder, pointer
 from webhook.review import Pod
 
 log = logging.getLogger(__name__)

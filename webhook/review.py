@@ -142,8 +142,13 @@ class ObjectMeta(msgspec.Struct, rename="camel"):
     owner_references: list[OwnerReference] | None = None
 
 
+class SchedulingGate(msgspec.Struct):
+    name: str = ""
+
+
 class PodSpec(msgspec.Struct, rename="camel"):
     scheduler_name: str = ""
+    scheduling_gates: list[SchedulingGate] | None = None
     containers: list[Container] = msgspec.field(default_factory=list)
     init_containers: list[Container] | None = None
     scheduling_group: dict[str, Any] | None = None

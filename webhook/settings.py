@@ -70,6 +70,15 @@ class WebhookSettings(ServerSettings):
             "FLUXION_<KEY> variables are injected; re-read when the file changes. Empty: none."
         ),
     )
+    queue: bool = Field(
+        default=True,
+        description=(
+            "Add the scheduling gate fluence.flux-framework.org/queue to every pod of the "
+            "fluence profile: it waits gated until the extender's queue has placed its whole "
+            "group, then kube-scheduler binds it where Fluxion chose. False: pods go to "
+            "kube-scheduler at once and are placed through the extender's filter."
+        ),
+    )
     gang: bool = Field(
         default=True,
         description=(

@@ -81,6 +81,7 @@ class Recovery:
             self._release(key, f"pod {pod.status.phase}")
             return
         if not pod.bound:
+            self._follow_released(pod)
             return
         h = self._holdings.get(key)
         rec = trusted_record(pod, self.seal, self.events)
@@ -99,8 +100,21 @@ class Recovery:
         else:
             self._hold_foreign(pod)
 
-    def _replay(self, pod: Pod, rec: AllocationRecord) -> None:
-        node = pod.spec.node_name
+    def _follow_released(self, pod: Pod) -> None:
+        """A pod the queue released but kube-scheduler has not bound yet: hold it where its
+        record says (after a restart, and on a standby that follows the leader's queue)."""
+        if pod.key in self._holdings or pod.gated or pod.metadata.deletion_timestamp:
+            return
+        if names.ANNOTATION_ALLOCATION_SEAL not in pod.metadata.annotations:
+            return
+        rec = trusted_record(pod, self.seal, self.events)
+        if rec is not None and rec.node:
+            self._replay(pod, rec, rec.node, TENTATIVE)
+
+    def _replay(
+        self, pod: Pod, rec: AllocationRecord, node: str = "", state: str = COMMITTED
+    ) -> None:
+        node = node or pod.spec.node_name
         runtime = pod_runtime(pod, self.default_runtime)
         jid = 0
         shared = self.store.devices.get(rec.group) if rec.devices else None
@@ -135,13 +149,15 @@ class Recovery:
             node,
             dict(rec.amounts),
             jid,
-            COMMITTED,
+            state,
             self.clock(),
             BackendChoice(rec.backend, "", rec.attributes) if rec.backend else None,
         )
         h.runtime = runtime
         h.priority = rec.priority if rec.priority is not None else pod.spec.priority or 0
         h.singly = rec.singly
+        if state == TENTATIVE:
+            h.placed = h.since
         if shared is not None:
             self.store.join(h, shared)
         self._holdings[pod.key] = h

@@ -58,10 +58,15 @@ def _parent(doc: Any, tokens: list[str]) -> Any:
 
 
 def apply_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
-    """Apply ``add``/``remove``/``replace`` ops to a copy of ``doc`` (what the webhook emits)."""
+    """Apply ``add``/``remove``/``replace``/``test`` ops to a copy of ``doc`` (what the webhook
+    and the queue's release emit)."""
     doc = copy.deepcopy(doc)
     for op in ops:
         tokens = _tokens(op["path"])
+        if op["op"] == "test":
+            if _value(doc, tokens) != op["value"]:
+                raise PatchError(f"test failed at {op['path']}")
+            continue
         if not tokens:
             if op["op"] in ("add", "replace"):
                 doc = copy.deepcopy(op["value"])
@@ -94,6 +99,19 @@ def apply_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
                 raise PatchError("remove from a scalar")
         else:
             raise PatchError(f"unsupported op {op['op']!r}")
+    return doc
+
+
+def _value(doc: Any, tokens: list[str]) -> Any:
+    for t in tokens:
+        if isinstance(doc, dict):
+            if t not in doc:
+                raise PatchError(f"missing member {t!r}")
+            doc = doc[t]
+        elif isinstance(doc, list):
+            doc = doc[_index(doc, t, allow_end=False)]
+        else:
+            raise PatchError("a path through a scalar")
     return doc
 
 

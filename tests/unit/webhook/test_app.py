@@ -52,7 +52,8 @@ def test_quantum_pod_gets_a_base64_json_patch_and_the_uid_back() -> None:
 
 
 def test_nothing_to_change_means_no_patch_fields() -> None:
-    r = post(review(pod(container(requests={"cpu": "1"}))))
+    unqueued = client_for(Admission(lambda: CONTRACT, queue=False))
+    r = post(review(pod(container(requests={"cpu": "1"}))), unqueued)
     assert r.json()["response"] == {"uid": "0f1e2d3c", "allowed": True}
 
 
@@ -122,7 +123,10 @@ def test_gang_pod_is_linked_and_dry_run_creates_nothing() -> None:
     client = client_for(Admission(lambda: CONTRACT, wiring))
     p = pod(container(), labels={names.LABEL_GROUP: "g"}, annotations={"x": "1"})
     _, ops = response_ops(post(review(p, namespace="team", dry_run=True), client).content)
-    assert ops == [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": "g"}}]
+    assert ops == [
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": names.QUEUE_GATE}]},
+        {"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": "g"}},
+    ]
     assert cluster.created == []
     _, ops2 = response_ops(post(review(p, namespace="team"), client).content)
     assert ops2 == ops
@@ -137,7 +141,11 @@ def test_gang_link_is_idempotent_on_reinvocation() -> None:
     client = client_for(Admission(lambda: CONTRACT, wiring))
     p = pod(container(requests={QPU: "1"}), labels={names.LABEL_GROUP: "g"})
     _, ops = response_ops(post(review(p), client).content)
-    assert {op["path"] for op in ops} == {"/spec/containers/0/env", "/spec/schedulingGroup"}
+    assert {op["path"] for op in ops} == {
+        "/spec/containers/0/env",
+        "/spec/schedulingGates",
+        "/spec/schedulingGroup",
+    }
     again = post(review(apply_patch(p, ops)), client).json()["response"]
     assert "patch" not in again and "warnings" not in again
 

@@ -68,7 +68,8 @@ async def test_a_forged_review_creates_no_podgroup_and_reads_no_job(
     cluster, (response, ops) = await admitted(ClientAuth.NONE, forged(FORGED_USERS[who], namespace))
     assert cluster.created == [] and cluster.job_reads == [] and cluster.reviews == []
     paths = {op["path"] for op in ops}
-    assert paths == {"/spec/containers/0/env"}  # the variables; no link, no deadline
+    # The variables and the queue's gate; no link, no deadline.
+    assert paths == {"/spec/containers/0/env", "/spec/schedulingGates"}
     assert response["warnings"] == [UNAUTHENTICATED_GANG]
 
 

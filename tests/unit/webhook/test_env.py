@@ -24,7 +24,7 @@ BACKEND_PATH = names.annotation_fieldpath(names.ANNOTATION_BACKEND)
 
 
 def run(obj: dict[str, Any], contract: EnvContract = CONTRACT) -> tuple[list[Any], list[str]]:
-    m = mutate(msgspec.convert(obj, Pod), "default", contract)
+    m = mutate(msgspec.convert(obj, Pod), "default", contract, queue=False)
     return m.patch.ops, m.warnings
 
 

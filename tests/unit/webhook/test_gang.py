@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from fluence import names
+from fluence.json_patch import PatchBuilder
 from tests.support.admission import container, pod
 from webhook.gang import (
     GangRequest,
@@ -18,7 +19,6 @@ from webhook.gang import (
     podgroup_body,
     resolve_min_count,
 )
-from webhook.patch import PatchBuilder
 from webhook.review import Pod, UserInfo
 
 JOB_OWNER = {

@@ -10,13 +10,13 @@ from typing import Any
 import msgspec
 
 from fluence import names
+from fluence.json_patch import PatchBuilder
 from fluence.pods import decode_pod
 from fluence.runtimes import pod_runtime
 from tests.support.admission import apply_patch, container, pod, response_ops, review
 from tests.unit.webhook.test_app import CONTRACT, client_for, post
 from webhook.admission import Admission
 from webhook.job_runtime import JobRuntimes, needs_job_deadline
-from webhook.patch import PatchBuilder
 from webhook.review import Pod
 
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u1", "controller": True}
@@ -42,7 +42,7 @@ def job_pod(**kw: Any) -> dict[str, Any]:
 
 def admitted(doc: dict[str, Any], jobs: Jobs) -> dict[str, Any]:
     """``doc`` as the API server stores it after the webhook's patch."""
-    client = client_for(Admission(lambda: CONTRACT, None, JobRuntimes(jobs)))
+    client = client_for(Admission(lambda: CONTRACT, None, JobRuntimes(jobs), queue=False))
     _, ops = response_ops(post(review(doc, namespace="team"), client).content)
     return dict(apply_patch(doc, ops))
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fluence.json_patch import PatchBuilder, escape, pointer
 from tests.support.admission import apply_patch
-from webhook.patch import PatchBuilder, escape, pointer
 
 
 def test_escape_turns_tilde_into_0_before_slash_into_1() -> None:

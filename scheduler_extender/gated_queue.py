@@ -1,0 +1,243 @@
+"""The queue fluence owns: gated pods wait here until their whole group is placed.
+
+The webhook gives every pod of the fluence profile the scheduling gate
+``fluence.flux-framework.org/queue``, so kube-scheduler leaves it alone. The
+queue (run by the extender holding the queue's Lease) forms groups from the
+gated pods, orders them by priority, then arrival, and matches each with
+Fluxion through the ledger as the filter path would (reservations, backfill,
+topology, preemption). A group that fits is released whole: each pod gets one
+patch (:func:`fluence.pinning.release_ops`) that records its allocation, pins
+it to its node and removes the gate; kube-scheduler then checks the pod with
+its own plugins and binds it there, and the extender's filter answers it from
+its holding at once.
+
+Nothing of the queue lives only here: the gated pods, their PodGroups and the
+sealed records of released pods are in the API server, so a restarted or
+standby extender forms the same groups in the same order, and holds released
+pods where their records say (:mod:`fluence.scheduling.recovery`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from fluence import groups, names, telemetry
+from fluence.json_patch import PatchOp
+from fluence.pinning import release_ops
+from fluence.pods import Pod
+from fluence.reflectors import DELETED
+from scheduler_extender.scheduling import BindOutcomeUnknown, ReleaseRefused, Scheduler
+
+log = logging.getLogger(__name__)
+_meter = telemetry.meter("fluence.queue")
+_released = _meter.create_counter(
+    "fluence_queue_pods_released",
+    description="Gated pods released to kube-scheduler pinned to the node Fluxion chose",
+)
+_refused = _meter.create_counter(
+    "fluence_queue_release_failures",
+    description="Releases the API server refused or did not answer (tried again next round)",
+)
+
+DEFAULT_INTERVAL = 1.0
+"""Seconds between rounds when no pod or node event wakes the queue sooner."""
+
+
+class PodWriter(Protocol):
+    async def release(self, namespace: str, name: str, ops: Sequence[PatchOp]) -> None: ...
+
+
+class Leadership(Protocol):
+    @property
+    def leader(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Release:
+    """One pod's release: where it goes and the patch that sends it there."""
+
+    pod: str
+    uid: str
+    node: str
+    ops: list[PatchOp]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A group the last round did not release, and why (for ``kubectl fluence queue``)."""
+
+    group: str
+    pods: int
+    reason: str
+
+
+def ours_alone(pod: Pod) -> bool:
+    """Gated by the queue and by nothing else: ready for the queue to place."""
+    return [g.name for g in pod.spec.scheduling_gates] == [names.QUEUE_GATE]
+
+
+class GatedQueue:
+    """Forms groups from gated pods, places them, and releases the placed ones."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        writer: PodWriter,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+    ) -> None:
+        self.scheduler = scheduler
+        self.ledger = scheduler.ledger
+        self.writer = writer
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._gated: dict[str, Pod] = {}
+        """Pods of the fluence profile that carry the queue's gate, by key."""
+        self._sent: dict[str, str] = {}
+        """Pods whose release was written (key -> uid) and that the watch still shows gated."""
+        self._wake: Callable[[], object] = lambda: None
+        self.waiting: list[Waiting] = []
+        """The groups the last round left waiting, in queue order."""
+
+    # ---- following the cluster --------------------------------------------------------
+
+    def on_pod(self, kind: str, pod: Pod) -> None:
+        """A reflector handler: keep the gated pods; wake the loop when room may have freed."""
+        key = pod.key
+        mine = pod.spec.scheduler_name == self.scheduler.scheduler_name
+        with self._lock:
+            if kind != DELETED and mine and pod.gated_by(names.QUEUE_GATE):
+                if not pod.metadata.deletion_timestamp:
+                    self._gated[key] = pod
+                else:
+                    self._gated.pop(key, None)
+            else:
+                self._gated.pop(key, None)
+                self._sent.pop(key, None)
+        if kind == DELETED or pod.terminal or (mine and pod.gated):
+            self.poke()
+
+    def on_node(self, kind: str, obj: object) -> None:
+        self.poke()
+
+    def poke(self) -> None:
+        self._wake()
+
+    # ---- one round ---------------------------------------------------------------------
+
+    def plan(self) -> list[Release]:
+        """Place what fits now, in queue order; the releases to write."""
+        with self._lock:
+            gated = [p for p in self._gated.values() if p.key not in self._sent]
+        view = self.scheduler.view
+        composites = view if isinstance(view, groups.CompositeView) else None
+        found: dict[str, tuple[groups.GroupRef, list[Pod]]] = {}
+        waiting: list[Waiting] = []
+        for pod in gated:
+            if not ours_alone(pod):
+                continue
+            ref = groups.identify(pod, view.podgroup, composites)
+            if ref.key in found:
+                continue
+            if ref.unknown:
+                reason = ref.waiting or f"waiting for PodGroup {ref.key} to exist"
+                waiting.append(Waiting(ref.key, 1, reason))
+                found[ref.key] = (ref, [])
+                continue
+            found[ref.key] = (ref, self.scheduler.group_members(pod, ref))
+        order = sorted(
+            ((ref, members) for ref, members in found.values() if members),
+            key=lambda rm: (-groups.group_priority(*rm), _arrival(rm[1]), rm[0].key),
+        )
+        releases: list[Release] = []
+        for ref, members in order:
+            reason = self._place(ref, members, releases)
+            if reason:
+                waiting.append(Waiting(ref.key, len(members), reason))
+        self.waiting = waiting
+        return releases
+
+    def _place(self, ref: groups.GroupRef, members: list[Pod], out: list[Release]) -> str:
+        """Place one group and add its releases to ``out``; why it waits ("" if it does not)."""
+        ledger = self.ledger
+        for m in members:
+            held = ledger.get(m.key)
+            if held is not None and held.uid and m.metadata.uid and held.uid != m.metadata.uid:
+                ledger.release(m.key, "pod was recreated under the same name")
+        ready = [m for m in members if m.bound or ledger.get(m.key) is not None or _placeable(m)]
+        if len(ready) < ref.min_count:
+            missing = ref.min_count - len(ready)
+            return f"waiting for {missing} more pod(s) of group {ref.key}"
+        to_place = [m for m in ready if not m.bound and ledger.get(m.key) is None]
+        if to_place:
+            res = self.scheduler.place_group(ref, members, to_place)
+            if res.status != "allocated":
+                return res.message or res.status
+        for m in members:
+            held = ledger.get(m.key)
+            if held is None or not ours_alone(m) or m.key in self._sent:
+                continue
+            ledger.touch(m.key)
+            ops = release_ops(m, held.node, ledger.annotations(held))
+            out.append(Release(m.key, m.metadata.uid, held.node, ops))
+        return ""
+
+    async def write(self, releases: Sequence[Release]) -> None:
+        """Write the releases side by side (the writer bounds the connections)."""
+        with self._lock:
+            for r in releases:
+                self._sent[r.pod] = r.uid
+        await asyncio.gather(*(self._write(r) for r in releases))
+
+    async def _write(self, r: Release) -> None:
+        namespace, _, name = r.pod.partition("/")
+        try:
+            await self.writer.release(namespace, name, r.ops)
+        except (ReleaseRefused, BindOutcomeUnknown) as exc:
+            _refused.add(1)
+            log.warning(
+                "release not written; tried again next round",
+                extra={"pod": r.pod, "node": r.node, "error": str(exc)},
+            )
+            with self._lock:
+                self._sent.pop(r.pod, None)
+            self.poke()
+            return
+        _released.add(1)
+        log.info("pod released", extra={"pod": r.pod, "node": r.node})
+
+    # ---- the loop ----------------------------------------------------------------------
+
+    async def run(self, ready: Callable[[], bool], leadership: Leadership) -> None:
+        """Rounds until cancelled: on a pod or node event, else every ``interval`` seconds."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+        self._wake = lambda: loop.call_soon_threadsafe(woken.set)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), timeout=self.interval)
+            woken.clear()
+            if not ready() or not leadership.leader:
+                continue
+            try:
+                releases = await asyncio.to_thread(self.plan)
+                if releases:
+                    await self.write(releases)
+            except Exception:
+                log.exception("a queue round failed; the next one starts afresh")
+
+
+def _placeable(pod: Pod) -> bool:
+    """Not bound and either gated by the queue alone or not gated at all."""
+    return not pod.bound and (not pod.gated or ours_alone(pod))
+
+
+def _arrival(members: Sequence[Pod]) -> str:
+    """The group's arrival: its first member's creation (RFC 3339 text sorts by time)."""
+    return min((m.metadata.creation_timestamp or "" for m in members), default="")

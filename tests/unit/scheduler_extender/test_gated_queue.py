@@ -1,0 +1,258 @@
+"""The queue: gated pods form groups, are placed whole in queue order, and released pinned."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from fluence import names, resources
+from fluence.cluster_graph import ClusterGraph
+from fluence.groups import GroupRef, PodsByGroup
+from fluence.ledger import Ledger
+from fluence.pods import Pod, PodGroup, decode_pod
+from fluence.reflectors import DELETED, MODIFIED
+from fluence.scheduling.holdings import TENTATIVE
+from fluence.scheduling.record import RecordSeal
+from scheduler_extender.binder import NullBinder
+from scheduler_extender.gated_queue import GatedQueue
+from scheduler_extender.scheduling import ReleaseRefused, Scheduler
+from tests.support.admission import apply_patch
+from tests.unit.fluence.test_pods import make_node, make_pod
+
+EXAMPLES = resources.load("examples/resources.yaml")
+GATE = {"name": names.QUEUE_GATE}
+SEAL = RecordSeal(b"k" * 32)
+GANG = {names.LABEL_GROUP: "g"}
+
+
+class Api:
+    """Pods as the API server keeps them; release patches apply to them, and every change
+    reaches the queue and the view as a watch event would."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.index = PodsByGroup()
+        self.queue: GatedQueue | None = None
+        self.refuse: set[str] = set()
+        self.writes: list[str] = []
+
+    def put(self, doc: dict[str, Any]) -> Pod:
+        key = f"{doc['metadata']['namespace']}/{doc['metadata']['name']}"
+        self.docs[key] = doc
+        pod = decode_pod(json.dumps(doc))
+        self.index.update(pod)
+        if self.queue is not None:
+            self.queue.on_pod(MODIFIED, pod)
+        return pod
+
+    def pod(self, key: str) -> Pod:
+        return decode_pod(json.dumps(self.docs[key]))
+
+    def delete(self, key: str) -> None:
+        pod = self.pod(key)
+        del self.docs[key]
+        self.index.remove(pod)
+        if self.queue is not None:
+            self.queue.on_pod(DELETED, pod)
+
+    # ---- the view the scheduler reads ----
+    def pods_in(self, namespace: str) -> Sequence[Pod]:
+        return [self.pod(k) for k in self.docs if k.startswith(namespace + "/")]
+
+    def podgroup(self, api_group: str, namespace: str, name: str) -> PodGroup | None:
+        return None
+
+    def group_pods(self, ref: GroupRef) -> Sequence[Pod]:
+        return [self.pod(p.key) for p in self.index.members(ref) if p.key in self.docs]
+
+    # ---- the writer ----
+    async def release(self, namespace: str, name: str, ops: Sequence[dict[str, Any]]) -> None:
+        key = f"{namespace}/{name}"
+        if key in self.refuse:
+            raise ReleaseRefused("HTTP 422: the pod changed")
+        self.writes.append(key)
+        self.put(apply_patch(self.docs[key], list(ops)))
+
+
+def gated(
+    name: str,
+    *,
+    cpu: str = "4",
+    created: int = 0,
+    priority: int | None = None,
+    gates: list[dict[str, str]] | None = None,
+    labels: dict[str, str] | None = None,
+    size: int = 0,
+) -> dict[str, Any]:
+    annotations = {names.ANNOTATION_GROUP_SIZE: str(size)} if size else None
+    d: dict[str, Any] = make_pod(name, cpu=cpu, raw=True, labels=labels, annotations=annotations)
+    d["metadata"]["creationTimestamp"] = f"2026-11-27T10:00:{created:02d}Z"
+    d["spec"]["schedulingGates"] = [GATE] if gates is None else gates
+    if priority is not None:
+        d["spec"]["priority"] = priority
+    return d
+
+
+def cluster(nodes: int = 3, api: Api | None = None) -> tuple[Api, GatedQueue, Ledger]:
+    api = api if api is not None else Api()
+    graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4") for i in range(nodes)])
+    ledger = Ledger(graph, seal=SEAL)
+    queue = GatedQueue(Scheduler(graph, ledger, api, NullBinder()), api)
+    api.queue = queue
+    for key in api.docs:
+        pod = api.pod(key)
+        ledger.observe(pod)
+        queue.on_pod(MODIFIED, pod)
+    return api, queue, ledger
+
+
+def round_trip(queue: GatedQueue) -> list[str]:
+    releases = queue.plan()
+    asyncio.run(queue.write(releases))
+    return [r.pod for r in releases]
+
+
+def bind(api: Api, ledger: Ledger, key: str) -> str:
+    """kube-scheduler binds a released pod where its affinity pins it."""
+    doc = api.docs[key]
+    terms = doc["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    node: str = terms[0]["matchFields"][-1]["values"][0]
+    doc["spec"]["nodeName"] = node
+    doc["status"]["phase"] = "Running"
+    ledger.observe(api.put(doc))
+    return node
+
+
+def finish(api: Api, ledger: Ledger, key: str) -> None:
+    doc = api.docs[key]
+    doc["status"]["phase"] = "Succeeded"
+    ledger.observe(api.put(doc))
+
+
+def test_a_gang_waits_for_its_quorum_then_is_released_whole_on_distinct_nodes() -> None:
+    api, queue, ledger = cluster()
+    for i in range(2):
+        api.put(gated(f"m{i}", cpu="3", labels=GANG, size=3))
+    assert round_trip(queue) == []
+    assert [w.reason for w in queue.waiting] == ["waiting for 1 more pod(s) of group default/g"]
+    api.put(gated("m2", cpu="3", labels=GANG, size=3))
+    assert sorted(round_trip(queue)) == ["default/m0", "default/m1", "default/m2"]
+    nodes = set()
+    for i in range(3):
+        key = f"default/m{i}"
+        doc = api.docs[key]
+        assert doc["spec"]["schedulingGates"] == []
+        held = ledger.get(key)
+        assert held is not None and held.state == TENTATIVE
+        assert doc["metadata"]["annotations"][names.ANNOTATION_ALLOCATION_SEAL]
+        assert bind(api, ledger, key) == held.node
+        nodes.add(held.node)
+    assert nodes == {"n0", "n1", "n2"} and queue.waiting == []
+
+
+def test_groups_start_by_priority_then_arrival_as_room_frees() -> None:
+    api, queue, ledger = cluster(nodes=1)
+    api.put(gated("early", created=1))
+    api.put(gated("late", created=3))
+    api.put(gated("urgent", created=5, priority=100))
+    api.put(gated("middle", created=2))
+    started = []
+    for _ in range(4):
+        (key,) = round_trip(queue)
+        started.append(key.split("/")[1])
+        assert round_trip(queue) == []  # the one node is taken
+        bind(api, ledger, key)
+        finish(api, ledger, key)
+    assert started == ["urgent", "early", "middle", "late"]
+
+
+def test_a_restarted_queue_forms_the_same_order_from_the_api_server() -> None:
+    api, queue, ledger = cluster(nodes=1)
+    for name, created in (("c", 3), ("a", 1), ("b", 2)):
+        api.put(gated(name, created=created))
+    (first,) = round_trip(queue)
+    bind(api, ledger, first)
+    # A new extender: its ledger and queue from what the API server shows.
+    api2, queue2, ledger2 = cluster(nodes=1, api=api)
+    assert round_trip(queue2) == []
+    assert [w.group for w in queue2.waiting] == ["default/b", "default/c"]
+    finish(api2, ledger2, first)
+    assert round_trip(queue2) == ["default/b"]
+
+
+def test_a_released_pod_not_yet_bound_is_held_again_after_a_restart() -> None:
+    api, queue, _ = cluster(nodes=1)
+    api.put(gated("first", created=1))
+    assert round_trip(queue) == ["default/first"]
+    api.put(gated("second", created=2))
+    _, queue2, ledger2 = cluster(nodes=1, api=api)
+    held = ledger2.get("default/first")
+    assert held is not None and held.state == TENTATIVE and held.node == "n0"
+    assert round_trip(queue2) == []  # the node is the released pod's
+
+
+def test_a_released_pod_is_written_once_while_the_watch_lags() -> None:
+    api, queue, _ = cluster()
+    api.put(gated("solo"))
+    api.queue = None  # the watch has not delivered the released pod yet
+    assert round_trip(queue) == ["default/solo"]
+    assert queue.plan() == []
+    queue.on_pod(MODIFIED, api.pod("default/solo"))  # now it has
+    assert queue.plan() == [] and api.writes == ["default/solo"]
+
+
+def test_a_refused_release_is_tried_again_next_round() -> None:
+    api, queue, ledger = cluster()
+    api.put(gated("solo"))
+    api.refuse.add("default/solo")
+    assert round_trip(queue) == ["default/solo"]
+    assert api.docs["default/solo"]["spec"]["schedulingGates"] == [GATE]
+    held = ledger.get("default/solo")
+    assert held is not None
+    api.refuse.clear()
+    assert round_trip(queue) == ["default/solo"]
+    assert api.docs["default/solo"]["spec"]["schedulingGates"] == []
+    assert ledger.get("default/solo") is held
+
+
+def test_pods_with_gates_of_others_wait_for_them() -> None:
+    api, queue, _ = cluster()
+    api.put(gated("quota", gates=[{"name": "example.com/quota"}, GATE]))
+    assert round_trip(queue) == []
+    doc = api.docs["default/quota"]
+    doc["spec"]["schedulingGates"] = [GATE]
+    api.put(doc)
+    assert round_trip(queue) == ["default/quota"]
+
+
+def test_a_group_that_cannot_fit_waits_with_the_ledgers_reason() -> None:
+    api, queue, _ = cluster(nodes=1)
+    api.put(gated("huge", cpu="64"))
+    assert round_trip(queue) == []
+    (w,) = queue.waiting
+    assert w.group == "default/huge" and w.reason
+
+
+def test_deleted_gated_pods_leave_the_queue() -> None:
+    api, queue, _ = cluster(nodes=1)
+    api.put(gated("gone"))
+    api.delete("default/gone")
+    assert queue.plan() == [] and queue.waiting == []
+
+
+def test_record_of_a_released_pod_names_its_node() -> None:
+    api, queue, ledger = cluster()
+    api.put(gated("solo"))
+    round_trip(queue)
+    record = json.loads(
+        api.docs["default/solo"]["metadata"]["annotations"][names.ANNOTATION_ALLOCATION]
+    )
+    held = ledger.get("default/solo")
+    assert held is not None and record["node"] == held.node
+    assert msgspec.json.decode(json.dumps(record))  # plain JSON
