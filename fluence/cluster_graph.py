@@ -48,6 +48,15 @@ import msgspec
 
 from fluence import names
 from fluence.group_jobspec import JobspecError, with_duration
+from fluence.node_rules import (
+    TAINT_EFFECTS,
+    required_terms,
+    schedulable,
+    short_of,
+    unmodelled_requests,
+    unselected,
+    untolerated,
+)
 from fluence.pods import COMPUTE_TYPES, CORE, GPU, MEMORY, Node, Pod, node_capacity
 from fluence.resources import Resource, ResourcesConfig
 from fluxion_nb import Graph
@@ -88,9 +97,6 @@ def _jgf_text(jgf: Mapping[str, Any]) -> str:
 def level_type(key: str) -> str:
     """The vertex type of a topology key's level: its last segment (``zone``, ``rack``)."""
     return key.rsplit("/", 1)[-1].lower()
-
-
-_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 @dataclass
@@ -194,22 +200,6 @@ def virtual_properties(res: Resource) -> dict[str, str]:
     if res.backend:
         props[names.attr_property(names.ATTR_BACKEND, res.backend)] = ""
     return props
-
-
-def schedulable(node: Node) -> bool:
-    """Cordoned nodes take no new pods from anyone."""
-    return not node.spec.unschedulable
-
-
-def untolerated(node: Node, pod: Pod) -> bool:
-    """Does the node carry a NoSchedule/NoExecute taint this pod does not tolerate?"""
-    return any(t.effect in _TAINT_EFFECTS and not pod.tolerates(t) for t in node.spec.taints)
-
-
-def unselected(node: Node, pod: Pod) -> bool:
-    """Does the pod's nodeSelector rule this node out?"""
-    labels = node.metadata.labels
-    return any(labels.get(k) != v for k, v in pod.spec.node_selector.items())
 
 
 @dataclass(frozen=True)
@@ -576,7 +566,7 @@ class ClusterGraph:
             del self._backends[path]
 
     def _index_taints(self, node: Node) -> None:
-        if any(t.effect in _TAINT_EFFECTS for t in node.spec.taints):
+        if any(t.effect in TAINT_EFFECTS for t in node.spec.taints):
             self._tainted.add(node.name)
         else:
             self._tainted.discard(node.name)
@@ -924,14 +914,18 @@ class ClusterGraph:
         return [n for n, v in self._nodes.items() if not v.deleted]
 
     def excluded_for(self, pod: Pod) -> list[str]:
-        """Nodes this pod may not use: untolerated taints, nodeSelector (cordoned ones are down)."""
+        """Nodes this pod may not use by :mod:`fluence.node_rules` (cordoned ones are down)."""
         with self.lock:
-            # Only tainted nodes can be ruled out by taints; look at all only for a nodeSelector.
-            names = self._nodes if pod.spec.node_selector else self._tainted
+            # Only tainted nodes can be ruled out by taints; look at all only for a selector.
+            asked = unmodelled_requests(pod)
+            selects = pod.spec.node_selector or asked or required_terms(pod) is not None
+            nodes = self._nodes if selects else self._tainted
             out = []
-            for n in names:
+            for n in nodes:
                 node = self._nodes[n].node
-                if node is not None and (untolerated(node, pod) or unselected(node, pod)):
+                if node is not None and (
+                    untolerated(node, pod) or unselected(node, pod) or short_of(node, asked)
+                ):
                     out.append(n)
             return sorted(out)
 

@@ -99,7 +99,12 @@ def main(argv: list[str] | None = None) -> None:
         scheduler_name=settings.scheduler_name,
         evictor=ApiEvictor(api, events) if settings.preemption else None,
     )
-    gated = GatedQueue(scheduler, binder)
+    gated = GatedQueue(
+        scheduler,
+        binder,
+        evictor=ApiEvictor(api, events),
+        retry_limit=settings.queue_retry_limit,
+    )
     if settings.queue:
         cache.pods.add_handler(gated.on_pod)
         cache.nodes.add_handler(gated.on_node)

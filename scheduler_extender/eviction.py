@@ -57,31 +57,9 @@ class ApiEvictor:
     def _run(self, victims: Mapping[str, Sequence[Holding]], by: str) -> None:
         for group, holdings in victims.items():
             for h in holdings:
+                if not self._evict(h.pod, h.uid, group):
+                    continue
                 namespace, _, name = h.pod.partition("/")
-                body = V1Eviction(
-                    metadata=V1ObjectMeta(name=name, namespace=namespace),
-                    delete_options=V1DeleteOptions(preconditions=V1Preconditions(uid=h.uid))
-                    if h.uid
-                    else None,
-                )
-                try:
-                    self.core.create_namespaced_pod_eviction(name, namespace, body)
-                except ApiException as exc:
-                    if exc.status in (404, 409):
-                        continue  # gone already, or another pod by that name now
-                    log.warning(
-                        "eviction refused",
-                        extra={
-                            "pod": h.pod,
-                            "group": group,
-                            "status": exc.status,
-                            "reason": str(exc.reason),
-                        },
-                    )
-                    continue
-                except Exception as exc:  # noqa: BLE001 - a thread must log, not die silently
-                    log.warning("eviction failed", extra={"pod": h.pod, "error": repr(exc)})
-                    continue
                 alone = group.startswith("pod ")
                 self.events.warn(
                     namespace,
@@ -96,3 +74,43 @@ class ApiEvictor:
                     + f" (priority {h.priority}) to make room for the higher-priority group {by}",
                 )
             log.info("group preempted", extra={"group": group, "by": by})
+
+    def requeue(self, pods: Sequence[tuple[str, str]], group: str, why: str) -> None:
+        """Evict every pod (key, uid) of a released group that could not all start, so that
+        their controller makes them again and they queue afresh; ``why`` goes in an Event."""
+        work = list(pods)
+
+        def run() -> None:
+            for key, uid in work:
+                if self._evict(key, uid, group):
+                    namespace, _, name = key.partition("/")
+                    self.events.warn(namespace, name, uid, "GangRequeued", why)
+            log.warning("released group evicted to queue again", extra={"group": group, "why": why})
+
+        threading.Thread(target=run, name="fluence-requeue", daemon=True).start()
+
+    def _evict(self, key: str, uid: str, group: str) -> bool:
+        """One eviction with the pod's UID as precondition; False when it did not happen."""
+        namespace, _, name = key.partition("/")
+        body = V1Eviction(
+            metadata=V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=V1DeleteOptions(preconditions=V1Preconditions(uid=uid)) if uid else None,
+        )
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body)
+        except ApiException as exc:
+            if exc.status not in (404, 409):  # else gone already, or another pod by that name now
+                log.warning(
+                    "eviction refused",
+                    extra={
+                        "pod": key,
+                        "group": group,
+                        "status": exc.status,
+                        "reason": str(exc.reason),
+                    },
+                )
+            return False
+        except Exception as exc:  # noqa: BLE001 - a thread must log, not die silently
+            log.warning("eviction failed", extra={"pod": key, "error": repr(exc)})
+            return False
+        return True

@@ -11,6 +11,13 @@ it to its node and removes the gate; kube-scheduler then checks the pod with
 its own plugins and binds it there, and the extender's filter answers it from
 its holding at once.
 
+A released group whose members are not all bound within the gang timeout (a
+member refused by kube-scheduler, its node gone) is evicted whole, so that its
+controller makes the pods again and they queue afresh, after a back-off that
+doubles with each such timeout; after ``retry_limit`` of them the group's new
+pods wait gated, with the reason. A bare pod evicted so is gone: nothing makes
+it again. No pod waits pinned to a node for longer than the gang timeout.
+
 Nothing of the queue lives only here: the gated pods, their PodGroups and the
 sealed records of released pods are in the API server, so a restarted or
 standby extender forms the same groups in the same order, and holds released
@@ -23,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -40,6 +48,10 @@ _released = _meter.create_counter(
     "fluence_queue_pods_released",
     description="Gated pods released to kube-scheduler pinned to the node Fluxion chose",
 )
+_requeued = _meter.create_counter(
+    "fluence_queue_groups_requeued",
+    description="Released groups evicted to queue again: not all bound within the gang timeout",
+)
 _refused = _meter.create_counter(
     "fluence_queue_release_failures",
     description="Releases the API server refused or did not answer (tried again next round)",
@@ -49,8 +61,21 @@ DEFAULT_INTERVAL = 1.0
 """Seconds between rounds when no pod or node event wakes the queue sooner."""
 
 
+DEFAULT_BACKOFF = 10.0
+"""Seconds a group evicted after its first gang timeout waits before it is placed again."""
+MAX_BACKOFF = 600.0
+DEFAULT_RETRY_LIMIT = 5
+"""Gang timeouts after which a group's pods stay gated until an operator acts."""
+
+
 class PodWriter(Protocol):
     async def release(self, namespace: str, name: str, ops: Sequence[PatchOp]) -> None: ...
+
+
+class Requeuer(Protocol):
+    def requeue(self, pods: Sequence[tuple[str, str]], group: str, why: str) -> None:
+        """Evict ``pods`` (key, uid) of ``group``; their controller makes them again."""
+        ...
 
 
 class Leadership(Protocol):
@@ -64,6 +89,7 @@ class Release:
 
     pod: str
     uid: str
+    group: str
     node: str
     ops: list[PatchOp]
 
@@ -90,12 +116,26 @@ class GatedQueue:
         scheduler: Scheduler,
         writer: PodWriter,
         *,
+        evictor: Requeuer | None = None,
         interval: float = DEFAULT_INTERVAL,
+        backoff: float = DEFAULT_BACKOFF,
+        retry_limit: int = DEFAULT_RETRY_LIMIT,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
         self.ledger = scheduler.ledger
         self.writer = writer
+        self.evictor = evictor
         self.interval = interval
+        self.backoff = backoff
+        self.retry_limit = retry_limit
+        self.clock = clock
+        self._pinned: dict[str, Pod] = {}
+        """Released pods of ours not bound yet, by key."""
+        self._pinned_since: dict[str, float] = {}
+        """Group key -> when this queue first saw a member pinned and unbound."""
+        self._timeouts: dict[str, tuple[int, float]] = {}
+        """Group key -> (gang timeouts so far, not to be placed before this time)."""
         self._lock = threading.Lock()
         self._gated: dict[str, Pod] = {}
         """Pods of the fluence profile that carry the queue's gate, by key."""
@@ -120,6 +160,10 @@ class GatedQueue:
             else:
                 self._gated.pop(key, None)
                 self._sent.pop(key, None)
+            if kind != DELETED and mine and _pinned(pod):
+                self._pinned[key] = pod
+            else:
+                self._pinned.pop(key, None)
         if kind == DELETED or pod.terminal or (mine and pod.gated):
             self.poke()
 
@@ -156,7 +200,17 @@ class GatedQueue:
             key=lambda rm: (-groups.group_priority(*rm), _arrival(rm[1]), rm[0].key),
         )
         releases: list[Release] = []
+        now = self.clock()
         for ref, members in order:
+            count, until = self._timeouts.get(ref.key, (0, 0.0))
+            if count >= self.retry_limit:
+                why = f"not all started within the gang timeout {count} times; not placed again"
+                waiting.append(Waiting(ref.key, len(members), why))
+                continue
+            if now < until:
+                why = f"gang timeout {count}: placed again in {until - now:.0f}s"
+                waiting.append(Waiting(ref.key, len(members), why))
+                continue
             reason = self._place(ref, members, releases)
             if reason:
                 waiting.append(Waiting(ref.key, len(members), reason))
@@ -185,8 +239,54 @@ class GatedQueue:
                 continue
             ledger.touch(m.key)
             ops = release_ops(m, held.node, ledger.annotations(held))
-            out.append(Release(m.key, m.metadata.uid, held.node, ops))
+            out.append(Release(m.key, m.metadata.uid, ref.key, held.node, ops))
         return ""
+
+    def overdue(self) -> list[str]:
+        """Evict the released groups not all bound within the gang timeout (or pinned to a node
+        that is gone); the groups evicted."""
+        now = self.clock()
+        timeout = self.ledger.gang_timeout
+        with self._lock:
+            pinned = list(self._pinned.values())
+        view = self.scheduler.view
+        composites = view if isinstance(view, groups.CompositeView) else None
+        nodes = set(self.scheduler.graph.node_names())
+        stuck: dict[str, tuple[groups.GroupRef, Pod, str]] = {}
+        for pod in pinned:
+            ref = groups.identify(pod, view.podgroup, composites)
+            since = self._pinned_since.setdefault(ref.key, now)
+            node = _pinned_node(pod)
+            if node and node not in nodes:
+                stuck[ref.key] = (ref, pod, f"its node {node} is gone")
+            elif now - since >= timeout and ref.key not in stuck:
+                why = f"not every member was bound within the gang timeout ({timeout:.0f}s)"
+                stuck[ref.key] = (ref, pod, why)
+        alive = {groups.identify(p, view.podgroup, composites).key for p in pinned}
+        for key in list(self._pinned_since):
+            if key not in alive:
+                del self._pinned_since[key]
+        for key, (ref, pod, why) in stuck.items():
+            members = self.scheduler.group_members(pod, ref)
+            count = self._timeouts.get(key, (0, 0.0))[0] + 1
+            wait = min(self.backoff * 2 ** (count - 1), MAX_BACKOFF)
+            self._timeouts[key] = (count, now + wait)
+            self._pinned_since.pop(key, None)
+            with self._lock:
+                for m in members:
+                    self._pinned.pop(m.key, None)
+            for m in members:
+                # Bound members keep their holdings until their pods are gone (the watch).
+                if not m.bound:
+                    self.ledger.release(m.key, f"group {key} requeued: {why}")
+            _requeued.add(1)
+            message = (
+                f"group {key} evicted to queue again: {why} (time {count}, back-off {wait:.0f}s)"
+            )
+            log.warning("released group requeued", extra={"group": key, "why": why})
+            if self.evictor is not None:
+                self.evictor.requeue([(m.key, m.metadata.uid) for m in members], key, message)
+        return list(stuck)
 
     async def write(self, releases: Sequence[Release]) -> None:
         """Write the releases side by side (the writer bounds the connections)."""
@@ -210,7 +310,8 @@ class GatedQueue:
             self.poke()
             return
         _released.add(1)
-        log.info("pod released", extra={"pod": r.pod, "node": r.node})
+        self._pinned_since.setdefault(r.group, self.clock())
+        log.info("pod released", extra={"pod": r.pod, "node": r.node, "group": r.group})
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -226,11 +327,34 @@ class GatedQueue:
             if not ready() or not leadership.leader:
                 continue
             try:
+                await asyncio.to_thread(self.overdue)
                 releases = await asyncio.to_thread(self.plan)
                 if releases:
                     await self.write(releases)
             except Exception:
                 log.exception("a queue round failed; the next one starts afresh")
+
+
+def _pinned(pod: Pod) -> bool:
+    """Released by a queue (it carries a sealed record) and not bound yet."""
+    return (
+        not pod.gated
+        and not pod.bound
+        and not pod.terminal
+        and not pod.metadata.deletion_timestamp
+        and names.ANNOTATION_ALLOCATION_SEAL in pod.metadata.annotations
+    )
+
+
+def _pinned_node(pod: Pod) -> str:
+    """The node a released pod's required affinity names last (the queue's addition)."""
+    affinity = pod.spec.affinity
+    required = affinity.node_affinity.required if affinity and affinity.node_affinity else None
+    for term in required.node_selector_terms if required else ():
+        for r in reversed(term.match_fields):
+            if r.key == names.NODE_NAME_FIELD and r.operator == "In" and len(r.values) == 1:
+                return r.values[0]
+    return ""
 
 
 def _placeable(pod: Pod) -> bool:

@@ -284,8 +284,17 @@ class Scheduler:
         exclude: set[str] = set()
         seen: set[bytes] = set()
         for p in pods:
-            # Members usually share tolerations and selectors: work each distinct set out once.
-            sig = msgspec.json.encode((p.spec.tolerations, p.spec.node_selector))
+            # Members usually share their node rules: work each distinct set out once.
+            spec = p.spec
+            sig = msgspec.json.encode(
+                (
+                    spec.tolerations,
+                    spec.node_selector,
+                    spec.affinity,
+                    [c.resources for c in spec.containers],
+                    [c.resources for c in spec.init_containers],
+                )
+            )
             if sig not in seen:
                 seen.add(sig)
                 exclude.update(self.graph.excluded_for(p))

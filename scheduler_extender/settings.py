@@ -114,6 +114,13 @@ class ExtenderSettings(ServerSettings):
         description="How long the queue Lease holds unrenewed: a replica takes over the queue "
         "this long after its leader stopped renewing.",
     )
+    queue_retry_limit: int = Field(
+        default=5,
+        ge=1,
+        description="Gang timeouts after which a released group is not placed again (its "
+        "pods wait gated with the reason until this extender restarts); each timeout evicts "
+        "the group and doubles its back-off, from 10 s.",
+    )
     queue_identity: str = Field(
         default="",
         description="This extender's name in the queue Lease (empty: the host name).",

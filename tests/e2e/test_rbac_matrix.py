@@ -40,6 +40,7 @@ EXTENDER = rights(
     ("podgroups.scheduling.x-k8s.io", "get list watch"),  # fluence.reflectors
     ("compositepodgroups.scheduling.k8s.io", "get list watch"),  # fluence.reflectors
     ("pods", "get list watch"),  # fluence.reflectors, binder (read-back)
+    ("pods", "patch"),  # scheduler_extender.gated_queue (release, via binder)
     ("nodes", "get list watch"),  # fluence.reflectors
     ("pods/binding", "create"),  # scheduler_extender.binder
     ("pods/eviction", "create"),  # scheduler_extender.eviction
@@ -47,6 +48,10 @@ EXTENDER = rights(
     ("events", "create"),  # fluence.events
     ("tokenreviews.authentication.k8s.io", "create"),  # scheduler_extender.access
     ("subjectaccessreviews.authorization.k8s.io", "create"),  # scheduler_extender.access
+)
+EXTENDER_LEASE = rights(  # scheduler_extender.leadership, in its namespace only
+    ("leases.coordination.k8s.io", "create"),
+    ("leases.coordination.k8s.io/fluence-queue", "get update"),
 )
 WEBHOOK = rights(
     ("podgroups.scheduling.k8s.io", "get create"),  # webhook.gang
@@ -192,7 +197,7 @@ def assert_rights_as_used(control_plane: ControlPlane) -> None:
     }
     assert scheduler - everyone == (plain_scheduler - everyone) | lease
     # ...and the extender beside it under its own account, with exactly what its code calls.
-    assert can_i_list(control_plane, "fluence-extender") - everyone == EXTENDER
+    assert can_i_list(control_plane, "fluence-extender") - everyone == EXTENDER | EXTENDER_LEASE
     assert can_i_list(control_plane, "fluence-webhook") - everyone == WEBHOOK
     assert can_i_list(control_plane, "fluence-deviceplugin") - everyone == DEVICEPLUGIN
 

@@ -97,11 +97,31 @@ def gated(
     return d
 
 
-def cluster(nodes: int = 3, api: Api | None = None) -> tuple[Api, GatedQueue, Ledger]:
+class Evictions:
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.calls: list[tuple[str, list[str], str]] = []
+
+    def requeue(self, pods: Sequence[tuple[str, str]], group: str, why: str) -> None:
+        self.calls.append((group, sorted(k for k, _ in pods), why))
+        for key, _ in pods:
+            self.api.delete(key)
+
+
+def cluster(
+    nodes: int = 3, api: Api | None = None, now: list[float] | None = None
+) -> tuple[Api, GatedQueue, Ledger]:
     api = api if api is not None else Api()
     graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4") for i in range(nodes)])
-    ledger = Ledger(graph, seal=SEAL)
-    queue = GatedQueue(Scheduler(graph, ledger, api, NullBinder()), api)
+    ledger = Ledger(graph, seal=SEAL, gang_timeout=60)
+    clock = now if now is not None else [0.0]
+    queue = GatedQueue(
+        Scheduler(graph, ledger, api, NullBinder()),
+        api,
+        evictor=Evictions(api),
+        retry_limit=2,
+        clock=lambda: clock[0],
+    )
     api.queue = queue
     for key in api.docs:
         pod = api.pod(key)
@@ -256,3 +276,61 @@ def test_record_of_a_released_pod_names_its_node() -> None:
     held = ledger.get("default/solo")
     assert held is not None and record["node"] == held.node
     assert msgspec.json.decode(json.dumps(record))  # plain JSON
+
+
+def evictions(queue: GatedQueue) -> list[tuple[str, list[str], str]]:
+    assert isinstance(queue.evictor, Evictions)
+    return queue.evictor.calls
+
+
+def test_a_released_gang_not_all_bound_in_time_is_evicted_whole_and_backs_off() -> None:
+    now = [0.0]
+    api, queue, ledger = cluster(now=now)
+
+    def submit() -> None:
+        for i in range(2):
+            api.put(gated(f"m{i}", cpu="3", labels=GANG, size=2, created=i))
+
+    submit()
+    assert sorted(round_trip(queue)) == ["default/m0", "default/m1"]
+    bind(api, ledger, "default/m0")  # m1 is refused by kube-scheduler, say
+    assert queue.overdue() == []
+    now[0] += 61
+    assert queue.overdue() == ["default/g"]
+    ((group, pods, why),) = evictions(queue)
+    assert group == "default/g" and pods == ["default/m0", "default/m1"]
+    assert "gang timeout" in why and "back-off 10s" in why
+    assert ledger.get("default/m1") is None  # unbound: let go at once
+    assert ledger.get("default/m0") is not None or "default/m0" not in api.docs
+    submit()  # the Job controller makes the pods again, gated
+    assert round_trip(queue) == []
+    assert queue.waiting[0].reason == "gang timeout 1: placed again in 10s"
+    now[0] += 10
+    assert sorted(round_trip(queue)) == ["default/m0", "default/m1"]
+    now[0] += 61
+    assert queue.overdue() == ["default/g"]
+    submit()
+    now[0] += 1000
+    assert round_trip(queue) == []
+    assert "2 times" in queue.waiting[0].reason
+
+
+def test_a_released_pod_whose_node_is_gone_is_requeued_at_once() -> None:
+    api, queue, ledger = cluster()
+    api.put(gated("solo"))
+    round_trip(queue)
+    held = ledger.get("default/solo")
+    assert held is not None
+    queue.scheduler.graph.delete_node(held.node)
+    assert queue.overdue() == ["default/solo"]
+    assert f"its node {held.node} is gone" in evictions(queue)[0][2]
+
+
+def test_bound_groups_are_never_overdue() -> None:
+    now = [0.0]
+    api, queue, ledger = cluster(now=now)
+    api.put(gated("solo"))
+    round_trip(queue)
+    bind(api, ledger, "default/solo")
+    now[0] += 10_000
+    assert queue.overdue() == [] and evictions(queue) == []
