@@ -35,6 +35,8 @@ NODE_NAME_FIELD = "metadata.name"
 """The node field a released pod's required node affinity names its node by."""
 
 # A pod status condition of ours (the pods/status subresource).
+CONDITION_QUEUED = f"{DOMAIN}/Queued"
+"""On a gated pod: why its group still waits in fluence's queue."""
 CONDITION_ROOM_FREE = f"{DOMAIN}/RoomFree"
 """On a waiting pod whose group fits now: writing it makes kube-scheduler try the pod again."""
 

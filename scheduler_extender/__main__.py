@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         binder,
         evictor=ApiEvictor(api, events),
         retry_limit=settings.queue_retry_limit,
+        conditions=api_condition_writer(api),
     )
     if settings.queue:
         cache.pods.add_handler(gated.on_pod)
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         ready=runtime.ready.is_set,
         alive=lambda: not startup_failed.is_set(),
         remote=KubeAccessReviewer(api),
+        queued=lambda: gated.waiting,
     )
     watcher = ConfigReloader(settings.resources, graph, ledger) if settings.resources else None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -19,6 +19,7 @@ from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from scheduler_extender import state
 from scheduler_extender.access import AccessReviewer, RemoteAccess
+from scheduler_extender.gated_queue import Waiting
 from scheduler_extender.inspect import inspect_routes
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.verbs import bind, filter, preempt, prioritize
@@ -78,6 +79,7 @@ def create_app(
     alive: Callable[[], bool] = lambda: True,
     metrics: bool = True,
     remote: AccessReviewer | None = None,
+    queued: Callable[[], Sequence[Waiting]] = lambda: (),
 ) -> Starlette:
     """Build the app; ``ready`` says when the ledger is rebuilt and scheduling may start.
 
@@ -122,7 +124,7 @@ def create_app(
         return Response("rebuilding the ledger from the cluster", status_code=503)
 
     async def state_doc(_: Request) -> Response:
-        doc: dict[str, Any] = await run_in_threadpool(state.snapshot, graph, ledger)
+        doc: dict[str, Any] = await run_in_threadpool(state.snapshot, graph, ledger, queued())
         return Response(msgspec.json.encode(doc), media_type=JSON)
 
     limit = max_body_bytes

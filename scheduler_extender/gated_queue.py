@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from fluence import groups, names, telemetry
 from fluence.json_patch import PatchOp
@@ -64,6 +65,8 @@ DEFAULT_INTERVAL = 1.0
 DEFAULT_BACKOFF = 10.0
 """Seconds a group evicted after its first gang timeout waits before it is placed again."""
 MAX_BACKOFF = 600.0
+DEFAULT_STATUS_INTERVAL = 30.0
+"""Least seconds between two writes of a waiting group's Queued condition."""
 DEFAULT_RETRY_LIMIT = 5
 """Gang timeouts after which a group's pods stay gated until an operator acts."""
 
@@ -75,6 +78,12 @@ class PodWriter(Protocol):
 class Requeuer(Protocol):
     def requeue(self, pods: Sequence[tuple[str, str]], group: str, why: str) -> None:
         """Evict ``pods`` (key, uid) of ``group``; their controller makes them again."""
+        ...
+
+
+class ConditionWriter(Protocol):
+    def __call__(self, pod: str, condition: dict[str, Any]) -> None:
+        """Set ``condition`` (by its type) in the status of ``pod`` (namespace/name)."""
         ...
 
 
@@ -101,6 +110,8 @@ class Waiting:
     group: str
     pods: int
     reason: str
+    members: tuple[str, ...] = ()
+    """The group's gated pods, which carry the reason in their Queued condition."""
 
 
 def ours_alone(pod: Pod) -> bool:
@@ -120,6 +131,8 @@ class GatedQueue:
         interval: float = DEFAULT_INTERVAL,
         backoff: float = DEFAULT_BACKOFF,
         retry_limit: int = DEFAULT_RETRY_LIMIT,
+        conditions: ConditionWriter | None = None,
+        status_interval: float = DEFAULT_STATUS_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
@@ -130,6 +143,10 @@ class GatedQueue:
         self.backoff = backoff
         self.retry_limit = retry_limit
         self.clock = clock
+        self.conditions = conditions
+        self.status_interval = status_interval
+        self._told: dict[str, tuple[str, float]] = {}
+        """Group key -> (reason last written on its pods, when)."""
         self._pinned: dict[str, Pod] = {}
         """Released pods of ours not bound yet, by key."""
         self._pinned_since: dict[str, float] = {}
@@ -191,7 +208,7 @@ class GatedQueue:
                 continue
             if ref.unknown:
                 reason = ref.waiting or f"waiting for PodGroup {ref.key} to exist"
-                waiting.append(Waiting(ref.key, 1, reason))
+                waiting.append(Waiting(ref.key, 1, reason, (pod.key,)))
                 found[ref.key] = (ref, [])
                 continue
             found[ref.key] = (ref, self.scheduler.group_members(pod, ref))
@@ -202,18 +219,16 @@ class GatedQueue:
         releases: list[Release] = []
         now = self.clock()
         for ref, members in order:
+            gated_keys = tuple(m.key for m in members if m.gated_by(names.QUEUE_GATE))
             count, until = self._timeouts.get(ref.key, (0, 0.0))
             if count >= self.retry_limit:
-                why = f"not all started within the gang timeout {count} times; not placed again"
-                waiting.append(Waiting(ref.key, len(members), why))
-                continue
-            if now < until:
-                why = f"gang timeout {count}: placed again in {until - now:.0f}s"
-                waiting.append(Waiting(ref.key, len(members), why))
-                continue
-            reason = self._place(ref, members, releases)
+                reason = f"not all started within the gang timeout {count} times; not placed again"
+            elif now < until:
+                reason = f"gang timeout {count}: placed again in {until - now:.0f}s"
+            else:
+                reason = self._place(ref, members, releases)
             if reason:
-                waiting.append(Waiting(ref.key, len(members), reason))
+                waiting.append(Waiting(ref.key, len(members), reason, gated_keys))
         self.waiting = waiting
         return releases
 
@@ -241,6 +256,30 @@ class GatedQueue:
             ops = release_ops(m, held.node, ledger.annotations(held))
             out.append(Release(m.key, m.metadata.uid, ref.key, held.node, ops))
         return ""
+
+    def tell(self) -> int:
+        """Write each waiting group's reason on its gated pods (condition ``Queued``) when it
+        changed, at most every ``status_interval`` seconds a group; the pods written."""
+        if self.conditions is None:
+            return 0
+        now = self.clock()
+        written = 0
+        waiting = {w.group: w for w in self.waiting}
+        for key in [k for k in self._told if k not in waiting]:
+            del self._told[key]
+        for w in waiting.values():
+            last, at = self._told.get(w.group, ("", -self.status_interval))
+            if w.reason == last or now - at < self.status_interval:
+                continue
+            self._told[w.group] = (w.reason, now)
+            condition = queued_condition(w.reason)
+            for pod in w.members:
+                try:
+                    self.conditions(pod, condition)
+                    written += 1
+                except Exception as exc:  # noqa: BLE001 - the reason is a courtesy; go on
+                    log.info("queued condition not written", extra={"pod": pod, "error": repr(exc)})
+        return written
 
     def overdue(self) -> list[str]:
         """Evict the released groups not all bound within the gang timeout (or pinned to a node
@@ -331,8 +370,20 @@ class GatedQueue:
                 releases = await asyncio.to_thread(self.plan)
                 if releases:
                     await self.write(releases)
+                await asyncio.to_thread(self.tell)
             except Exception:
                 log.exception("a queue round failed; the next one starts afresh")
+
+
+def queued_condition(reason: str) -> dict[str, Any]:
+    """The pod condition that says why its group waits (``kubectl describe pod`` shows it)."""
+    return {
+        "type": names.CONDITION_QUEUED,
+        "status": "True",
+        "reason": "WaitingInQueue",
+        "message": f"{reason} (kubectl fluence queue shows its place)",
+        "lastTransitionTime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
 def _pinned(pod: Pod) -> bool:

@@ -10,20 +10,27 @@ Versioned so tools can rely on it::
      "queue":    [{"group", "position", "priority", "pods", "runtime",
                    "waiting_seconds", "reserved", "start", "starts_in", "note"}]}
 
+The queue lists the groups the ledger has matched and keeps waiting, in order,
+then the gated groups the queue could not match yet (a quorum still missing, a
+PodGroup not there, a back-off after a gang timeout): their position is null
+and their note says why.
+
 Built from copies taken under short locks, so reading it never holds up a match.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
+from scheduler_extender.gated_queue import Waiting
 
 VERSION = 1
 
 
-def snapshot(graph: ClusterGraph, ledger: Ledger) -> dict[str, Any]:
+def snapshot(graph: ClusterGraph, ledger: Ledger, gated: Sequence[Waiting] = ()) -> dict[str, Any]:
     holdings = ledger.holdings()
     nodes = graph.node_usage()
     held = graph.backend_usage()
@@ -60,5 +67,27 @@ def snapshot(graph: ClusterGraph, ledger: Ledger) -> dict[str, Any]:
         "backends": backends,
         "groups": groups,
         "pods": pods,
-        "queue": ledger.waiting(),
+        "queue": queue_listing(ledger, gated),
     }
+
+
+def queue_listing(ledger: Ledger, gated: Sequence[Waiting]) -> list[dict[str, Any]]:
+    listing = ledger.waiting()
+    matched = {w["group"] for w in listing}
+    for w in gated:
+        if w.group not in matched:
+            listing.append(
+                {
+                    "group": w.group,
+                    "position": None,
+                    "priority": None,
+                    "pods": w.pods,
+                    "runtime": None,
+                    "waiting_seconds": None,
+                    "reserved": False,
+                    "start": None,
+                    "starts_in": None,
+                    "note": w.reason,
+                }
+            )
+    return listing

@@ -334,3 +334,24 @@ def test_bound_groups_are_never_overdue() -> None:
     bind(api, ledger, "default/solo")
     now[0] += 10_000
     assert queue.overdue() == [] and evictions(queue) == []
+
+
+def test_waiting_pods_carry_the_reason_and_it_is_rewritten_only_when_it_changes() -> None:
+    now = [0.0]
+    api, queue, _ = cluster(nodes=1, now=now)
+    written: list[tuple[str, str]] = []
+    queue.conditions = lambda pod, c: written.append((pod, c["message"]))
+    api.put(gated("m0", labels=GANG, size=2, cpu="2"))
+    queue.plan()
+    assert queue.tell() == 1
+    assert written[0][0] == "default/m0" and "waiting for 1 more pod" in written[0][1]
+    queue.plan()
+    assert queue.tell() == 0  # the same reason
+    api.put(gated("huge", cpu="64", created=9))
+    queue.plan()
+    now[0] += 1
+    assert queue.tell() == 1 and written[-1][0] == "default/huge"
+    api.put(gated("m1", labels=GANG, size=2, cpu="1"))
+    assert sorted(r.pod for r in queue.plan()) == ["default/m0", "default/m1"]
+    now[0] += 100
+    assert queue.tell() == 0  # the gang went; the big pod's reason is the same
