@@ -34,6 +34,7 @@ from scheduler_extender.cluster_watch import (
 from scheduler_extender.eviction import ApiEvictor
 from scheduler_extender.gated_queue import GatedQueue
 from scheduler_extender.leadership import AlwaysLeader, LeaseElector
+from scheduler_extender.podgroup_cleanup import PodGroupCleanup, api_podgroup_deleter
 from scheduler_extender.requeue import Requeuer, api_condition_writer
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.settings import ExtenderSettings
@@ -140,8 +141,22 @@ def main(argv: list[str] | None = None) -> None:
             log.exception("startup failed; /healthz now fails so the container is restarted")
             startup_failed.set()
 
+    cleanup = PodGroupCleanup(
+        lambda: [g for r in cache.podgroups for g in r.items()],
+        cache.pods.items,
+        api_podgroup_deleter(api),
+    )
+
+    def remove_bare_podgroups() -> None:
+        if settings.queue and leadership.leader:
+            cleanup.step()
+
     async def housekeeping() -> None:
-        steps: list[Callable[[], object]] = [ledger.expire, graph.prepare_satisfiability]
+        steps: list[Callable[[], object]] = [
+            ledger.expire,
+            graph.prepare_satisfiability,
+            remove_bare_podgroups,
+        ]
         if watcher is not None:
             steps.append(watcher.check)
         while True:

@@ -37,6 +37,7 @@ def rights(*rows: tuple[str, str]) -> set[Right]:
 # What each binary's code calls (grep the code for the client calls named in brackets).
 EXTENDER = rights(
     ("podgroups.scheduling.k8s.io", "get list watch"),  # fluence.reflectors
+    ("podgroups.scheduling.k8s.io", "delete"),  # scheduler_extender.podgroup_cleanup
     ("podgroups.scheduling.x-k8s.io", "get list watch"),  # fluence.reflectors
     ("compositepodgroups.scheduling.k8s.io", "get list watch"),  # fluence.reflectors
     ("pods", "get list watch"),  # fluence.reflectors, binder (read-back)
