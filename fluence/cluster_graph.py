@@ -57,7 +57,17 @@ from fluence.node_rules import (
     unselected,
     untolerated,
 )
-from fluence.pods import COMPUTE_TYPES, CORE, GPU, MEMORY, Node, Pod, node_capacity
+from fluence.pods import (
+    COMPUTE_TYPES,
+    CORE,
+    GPU,
+    MEMORY,
+    Node,
+    Pod,
+    QuantityError,
+    node_capacity,
+    parse_quantity,
+)
 from fluence.resources import Resource, ResourcesConfig
 from fluxion_nb import Graph
 from fluxion_nb.errors import InputError, NotFoundError, StateError
@@ -912,6 +922,21 @@ class ClusterGraph:
 
     def node_names(self) -> list[str]:
         return [n for n, v in self._nodes.items() if not v.deleted]
+
+    def pod_limits(self) -> dict[str, int]:
+        """Each node's allocatable pod count (kube-scheduler's limit; the graph holds no pods)."""
+        with self.lock:
+            out = {}
+            for n, v in self._nodes.items():
+                if v.node is None or v.deleted:
+                    continue
+                raw = v.node.status.allocatable or v.node.status.capacity
+                if "pods" in raw:
+                    try:
+                        out[n] = int(parse_quantity(raw["pods"]))
+                    except QuantityError:
+                        out[n] = 0
+            return out
 
     def excluded_for(self, pod: Pod) -> list[str]:
         """Nodes this pod may not use by :mod:`fluence.node_rules` (cordoned ones are down)."""

@@ -32,6 +32,7 @@ import datetime
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -65,6 +66,9 @@ DEFAULT_INTERVAL = 1.0
 DEFAULT_BACKOFF = 10.0
 """Seconds a group evicted after its first gang timeout waits before it is placed again."""
 MAX_BACKOFF = 600.0
+POD_LIMIT_TRIES = 3
+"""Matches of one group per round, each leaving out the nodes the last filled past their
+pod limit."""
 DEFAULT_STATUS_INTERVAL = 30.0
 """Least seconds between two writes of a waiting group's Queued condition."""
 DEFAULT_RETRY_LIMIT = 5
@@ -245,9 +249,9 @@ class GatedQueue:
             return f"waiting for {missing} more pod(s) of group {ref.key}"
         to_place = [m for m in ready if not m.bound and ledger.get(m.key) is None]
         if to_place:
-            res = self.scheduler.place_group(ref, members, to_place)
-            if res.status != "allocated":
-                return res.message or res.status
+            why = self._place_within_pod_limits(ref, members, to_place)
+            if why:
+                return why
         for m in members:
             held = ledger.get(m.key)
             if held is None or not ours_alone(m) or m.key in self._sent:
@@ -256,6 +260,30 @@ class GatedQueue:
             ops = release_ops(m, held.node, ledger.annotations(held))
             out.append(Release(m.key, m.metadata.uid, ref.key, held.node, ops))
         return ""
+
+    def _place_within_pod_limits(
+        self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod]
+    ) -> str:
+        """Match the group on nodes whose pod limit (allocatable ``pods``) leaves it room.
+
+        The graph holds no pod counts, and kube-scheduler refuses a pod on a node at its
+        limit: a node the match would fill past it is left out and the match made again.
+        """
+        limits = self.scheduler.graph.pod_limits()
+        counts = Counter(h.node for h in self.ledger.holdings().values() if h.node)
+        full = {n for n, limit in limits.items() if counts[n] >= limit}
+        for _ in range(POD_LIMIT_TRIES):
+            res = self.scheduler.place_group(ref, members, to_place, full)
+            if res.status != "allocated":
+                return res.message or res.status
+            mine = Counter(h.node for h in res.holdings.values() if h.node)
+            over = {n for n, c in mine.items() if n in limits and counts[n] + c > limits[n]}
+            if not over:
+                return ""
+            for key in res.holdings:
+                self.ledger.release(key, "matched onto nodes past their pod limit")
+            full |= over
+        return f"no placement within the nodes' pod limits after {POD_LIMIT_TRIES} tries"
 
     def tell(self) -> int:
         """Write each waiting group's reason on its gated pods (condition ``Queued``) when it

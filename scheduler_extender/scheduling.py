@@ -251,7 +251,11 @@ class Scheduler:
         return self._members(pod, ref)
 
     def place_group(
-        self, ref: groups.GroupRef, members: Sequence[Pod], to_place: Sequence[Pod]
+        self,
+        ref: groups.GroupRef,
+        members: Sequence[Pod],
+        to_place: Sequence[Pod],
+        also_exclude: Collection[str] = (),
     ) -> PlaceResult:
         """Match ``to_place`` of group ``ref`` whole, on any node (the queue's path).
 
@@ -262,7 +266,7 @@ class Scheduler:
             res = self._match(
                 ref.key,
                 to_place,
-                self._excluded(to_place),
+                self._excluded(to_place) | set(also_exclude),
                 topology=ref.topology,
                 priority=groups.group_priority(ref, members),
                 singly=ref.singly,

@@ -13,7 +13,7 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.groups import GroupRef, PodsByGroup
 from fluence.ledger import Ledger
-from fluence.pods import Pod, PodGroup, decode_pod
+from fluence.pods import Pod, PodGroup, decode_node, decode_pod
 from fluence.reflectors import DELETED, MODIFIED
 from fluence.scheduling.holdings import TENTATIVE
 from fluence.scheduling.record import RecordSeal
@@ -355,3 +355,29 @@ def test_waiting_pods_carry_the_reason_and_it_is_rewritten_only_when_it_changes(
     assert sorted(r.pod for r in queue.plan()) == ["default/m0", "default/m1"]
     now[0] += 100
     assert queue.tell() == 0  # the gang went; the big pod's reason is the same
+
+
+def test_a_node_at_its_pod_limit_is_not_given_more_pods_than_it_takes() -> None:
+    """kube-scheduler refuses a pod on a node at its allocatable pod count, which the graph
+    does not hold: the queue keeps within it."""
+    api = Api()
+    nodes = []
+    for i in range(2):
+        raw = make_node(f"n{i}", cpu="8", raw=True)
+        raw["status"]["allocatable"]["pods"] = raw["status"]["capacity"]["pods"] = "2"
+        nodes.append(decode_node(json.dumps(raw)))
+    graph = ClusterGraph(EXAMPLES, nodes)
+    ledger = Ledger(graph, seal=SEAL)
+    queue = GatedQueue(Scheduler(graph, ledger, api, NullBinder()), api)
+    api.queue = queue
+    ledger.observe(api.put(make_pod("daemon", cpu="1", node="n0", phase="Running", raw=True)))
+    for i in range(2):
+        api.put(gated(f"m{i}", cpu="1", labels=GANG, size=2))
+    assert sorted(round_trip(queue)) == ["default/m0", "default/m1"]
+    placed = {ledger.get(f"default/m{i}").node for i in range(2)}  # type: ignore[union-attr]
+    assert placed == {"n1"}
+    api.put(gated("late", cpu="1", created=5))
+    assert round_trip(queue) == ["default/late"]
+    assert ledger.get("default/late").node == "n0"  # type: ignore[union-attr]
+    api.put(gated("later", cpu="1", created=6))
+    assert round_trip(queue) == []  # every node is at its limit
