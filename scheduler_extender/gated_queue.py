@@ -54,6 +54,11 @@ _requeued = _meter.create_counter(
     "fluence_queue_groups_requeued",
     description="Released groups evicted to queue again: not all bound within the gang timeout",
 )
+_after_end = _meter.create_histogram(
+    "fluence_queue_release_after_end_seconds",
+    unit="s",
+    description="From the watch seeing a pod end (room freed) to the next group's release",
+)
 _refused = _meter.create_counter(
     "fluence_queue_release_failures",
     description="Releases the API server refused or did not answer (tried again next round)",
@@ -149,6 +154,8 @@ class GatedQueue:
         self.clock = clock
         self.conditions = conditions
         self.status_interval = status_interval
+        self._freed_at: float | None = None
+        """When the watch first saw a pod end since the last release."""
         self._told: dict[str, tuple[str, float]] = {}
         """Group key -> (reason last written on its pods, when)."""
         self._pinned: dict[str, Pod] = {}
@@ -185,7 +192,11 @@ class GatedQueue:
                 self._pinned[key] = pod
             else:
                 self._pinned.pop(key, None)
-        if kind == DELETED or pod.terminal or (mine and pod.gated):
+        if kind == DELETED or pod.terminal:
+            if self._freed_at is None:
+                self._freed_at = self.clock()
+            self.poke()
+        elif mine and pod.gated:
             self.poke()
 
     def on_node(self, kind: str, obj: object) -> None:
@@ -361,6 +372,9 @@ class GatedQueue:
             for r in releases:
                 self._sent[r.pod] = r.uid
         await asyncio.gather(*(self._write(r) for r in releases))
+        freed, self._freed_at = self._freed_at, None
+        if freed is not None and releases:
+            _after_end.record(self.clock() - freed)
 
     async def _write(self, r: Release) -> None:
         namespace, _, name = r.pod.partition("/")
