@@ -16,6 +16,7 @@ import pytest
 from cryptography import x509
 from hypothesis import HealthCheck, given, settings
 
+from fluence import names
 from tests.integration.test_webhook_process import WebhookProcess
 from tests.support.admission import QPU, apply_patch, container, pod, response_ops, review
 from tests.unit.webhook.test_app import reviews
@@ -53,11 +54,13 @@ def test_quantum_pod_is_patched_over_tls(client: httpx.Client) -> None:
     assert env == {"QRMI_BACKEND", "FLUXION_BACKEND", "FLUXION_QRMI_TYPE", "FLUXION_VENDOR"}
 
 
-def test_classical_pod_gets_no_patch_and_bad_bodies_get_4xx(client: httpx.Client) -> None:
-    assert mutate(client, review(pod(container()))).json()["response"] == {
-        "uid": "0f1e2d3c",
-        "allowed": True,
-    }
+def test_classical_pod_gets_only_the_queue_gate_and_bad_bodies_get_4xx(
+    client: httpx.Client,
+) -> None:
+    _, ops = response_ops(mutate(client, review(pod(container()))).content)
+    assert ops == [
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": names.QUEUE_GATE}]}
+    ]
     assert mutate(client, b"nope").status_code == 400
     assert mutate(client, b"x" * (3 * 1024 * 1024 + 1)).status_code == 413
     assert client.get("/healthz").text == "ok"

@@ -17,7 +17,13 @@ def extender_churn(nodes: int = 16) -> tuple[Env, Callable[[int], None], Callabl
     """(the extender, one cycle of pod ``i``, close). A cycle creates the pod (every tenth
     asks for a qpu), filters and binds it, then shows it running and deleted to the ledger,
     as the watch would."""
-    env = Env([make_node(f"n{i}", cpu="8") for i in range(nodes)])
+    # Every node advertises qpu, as the device plugin does on every node.
+    env = Env(
+        [
+            make_node(f"n{i}", cpu="8", extra={names.resource_name("qpu"): "100"})
+            for i in range(nodes)
+        ]
+    )
     candidates = [f"n{j}" for j in range(nodes)]
     loop = asyncio.new_event_loop()
     env.graph.prepare_satisfiability()

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from deviceplugin.metrics import PluginMetrics
 from fluence import ledger, names, resources, telemetry, untrusted
 from fluence.events import EventRecorder
-from scheduler_extender import requeue
+from scheduler_extender import gated_queue, leadership, podgroup_cleanup, requeue
 from scheduler_extender.access import Caller
 from scheduler_extender.app import create_app as extender_app
 from tests.unit.fluence.test_pods import make_node, make_pod
@@ -59,6 +59,14 @@ def scrape() -> dict[str, list[str]]:
     untrusted.count("Pod", untrusted.UNDECODABLE)  # what a skipped object records
     ledger._preemptions.add(1)  # what evicting a group for a higher-priority one records
     requeue._requeued.add(1)  # what marking a waiting pod that fits now records
+    # What the queue records: a release, a refused one, a requeued group, the wait after an
+    # end, leadership, a bare pods' PodGroup removed.
+    gated_queue._released.add(1)
+    gated_queue._refused.add(1)
+    gated_queue._requeued.add(1)
+    gated_queue._after_end.record(0.2)
+    leadership._leading.add(1)
+    podgroup_cleanup._removed.add(1)
     env.ledger.gang_timeout = 0.0
     env.ledger.expire()  # the probe pod's unbound holding times out
     rebuilding = TestClient(extender_app(env.scheduler, ready=lambda: False, metrics=False))
