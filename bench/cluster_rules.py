@@ -7,10 +7,26 @@ on a fresh control plane with the same nodes, so no rule inherits another's stat
 - ``native``: the same profile with kube-scheduler's gang scheduling (the pods name a
   ``scheduling.k8s.io`` PodGroup) and, where asked, its topology-aware placement;
 - ``fluence``: the same PodGroups and pods for a kube-scheduler whose profile calls
-  ``fluence-extender``;
-- ``null``: ``native`` with ``bench/null_extender.py`` in the profile (keeps the first
-  candidate kube-scheduler offers, binds): what being an extender at all costs, the
-  baseline "fluence / null" is read against.
+  ``fluence-extender`` (filter and bind for every pod);
+- ``queue``: ``fluence``'s scheduler and extender, but the pods carry the scheduling gate
+  ``fluence.flux-framework.org/queue`` (as the webhook would add it): the extender's
+  queue places whole groups and releases each pod pinned to its node, kube-scheduler
+  then binds it (:meth:`RuleCluster.pod` adds the gate);
+- ``queue-only``: the gated pods and the extender's queue of ``queue``, but the profile
+  calls no extender: kube-scheduler binds each pre-placed pod itself, no extender call;
+- ``null``: ``native`` with ``bench/null_extender.py`` in the profile (passes every
+  candidate through, binds): what being an extender at all costs, the baseline
+  "fluence / null" is read against.
+
+kube-scheduler runs at its strongest, as large clusters run it (and as scheduler_perf
+measures it): client QPS and burst 5,000 (``client_qps``; 0: kube-scheduler's own
+defaults, 50 and 100), and the rules without an extender score the adaptive share of
+nodes it defaults to. The rules with an extender keep ``percentageOfNodesToScore: 100``:
+kube-scheduler must offer the extender every feasible node, or fluence could not be
+offered the node it chose. :func:`scheduler_settings` says which settings a row used.
+
+The extenders run without the queue's Lease (``FLUENCE_QUEUE_LEASE_NAMESPACE=""``,
+see :class:`bench.extender_throughput.Extender`): one extender, always the queue's leader.
 """
 
 from __future__ import annotations
@@ -21,7 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.extender_throughput import Extender
+from bench.extender_throughput import (
+    CLIENT_QPS,
+    EXTENDER_RULES,
+    Extender,
+    scheduler_settings,
+    tune_scheduler,
+)
 from fluence import names
 from testbed import ControlPlane
 from testbed.cluster import selected_release
@@ -38,12 +60,26 @@ class NodeSet:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
+RULES = ("default", "native", "fluence", "queue", "queue-only", "null")
+
+
 @dataclass
 class RuleCluster:
     rule: str
     cp: ControlPlane
     scheduler_name: str
     podgroups_path: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    """kube-scheduler's settings under this rule (:func:`scheduler_settings`), for the rows."""
+
+    @property
+    def gated(self) -> bool:
+        """The rule's pods wait behind the queue's scheduling gate (rule ``queue``)."""
+        return self.rule in ("queue", "queue-only")
+
+    def pod(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` as this rule creates it: with the queue's gate under ``queue``."""
+        return queue_gated(body) if self.gated else body
 
     def pods_path(self, namespace: str) -> str:
         return f"/api/v1/namespaces/{namespace}/pods"
@@ -75,6 +111,14 @@ def podgroup(
         "metadata": {"name": name},
         "spec": spec,
     }
+
+
+def queue_gated(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (a pod) with the queue's scheduling gate added, as fluence's webhook adds it."""
+    gates = body["spec"].setdefault("schedulingGates", [])
+    if {"name": names.QUEUE_GATE} not in gates:
+        gates.append({"name": names.QUEUE_GATE})
+    return body
 
 
 def one_cpu_pod(
@@ -112,13 +156,18 @@ def rule_cluster(
     topology: bool = False,
     extender_env: Mapping[str, str] | None = None,
     max_backoff_s: int = 2,
+    client_qps: int = CLIENT_QPS,
+    label: str = "",
 ) -> Iterator[RuleCluster]:
     """A fresh control plane with KWOK nodes and one scheduler ruling by ``rule``.
 
     ``topology`` turns on kube-scheduler's topology-aware workload scheduling;
     ``max_backoff_s`` is its ``podMaxBackoffSeconds`` (a pod group's is that times the
-    square root of its size).
+    square root of its size); ``client_qps`` its client QPS and burst (0: its defaults).
+    The extender logs to ``log_dir/extender-<label or rule>.log`` (written afresh).
     """
+    if rule not in RULES:
+        raise ValueError(f"rule {rule!r} is not one of {RULES}")
     release = selected_release()
     gates = release.with_topology() if topology else release.feature_gates
     with ControlPlane(feature_gates=gates) as cp:
@@ -127,25 +176,31 @@ def rule_cluster(
             cp.add_nodes(s.count, prefix=s.prefix, capacity=s.capacity, labels=s.labels)
         cp.create_namespace(namespace)
         log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"extender-{label or rule}.log"
+        log_path.unlink(missing_ok=True)
         with contextlib.ExitStack() as stack:
-            if rule in ("fluence", "null"):
+            extended = rule in EXTENDER_RULES
+            if extended or rule == "queue-only":
                 extender = stack.enter_context(
                     Extender(
                         cp.kubeconfig,
-                        log_dir / f"extender-{rule}.log",
+                        log_path,
                         env=extender_env,
                         null=rule == "null",
                     )
                 )
-                config = scheduler_config(extender.url)
+                # queue-only: the fluence profile calls no extender; the queue alone places.
+                config = scheduler_config(extender.url if extended else None)
                 scheduler_name = names.SCHEDULER_NAME
             else:
                 config = scheduler_config(None, profile="default-scheduler")
                 scheduler_name = "default-scheduler"
             config["podMaxBackoffSeconds"] = max_backoff_s
+            tune_scheduler(config, extender=extended, client_qps=client_qps)
             cp.start_scheduler(config, name=rule)
             groups = (
                 f"/apis/scheduling.k8s.io/{release.podgroup_version}"
                 "/namespaces/{namespace}/podgroups"
             )
-            yield RuleCluster(rule, cp, scheduler_name, groups)
+            settings = scheduler_settings(config)
+            yield RuleCluster(rule, cp, scheduler_name, groups, settings)

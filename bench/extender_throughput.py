@@ -1,28 +1,43 @@
 """Pods bound per second by a real kube-scheduler, with the fluence extender and without it.
 
 One local control plane (etcd + kube-apiserver, ``testbed``), one
-set of fake nodes, three phases:
+set of fake nodes, five phases:
 
 1. **default** - kube-scheduler with only the default profile, no extender;
 2. **fluence** - a ``fluence-extender`` process and a kube-scheduler whose
-   ``fluence`` profile calls it (filter, prioritize, bind; ``nodeCacheCapable``);
-3. **null** - the same kube-scheduler calling ``bench/null_extender.py``, which
-   keeps the first candidate and binds with fluence's own binder: what any
+   ``fluence`` profile calls it (filter, prioritize, bind; ``nodeCacheCapable``),
+   for every pod;
+3. **queue** - the same extender and kube-scheduler, but the pods carry the
+   scheduling gate ``fluence.flux-framework.org/queue`` (as fluence's webhook adds
+   it): the extender's queue places them (each bare pod a group of one) and releases
+   each pinned to its node with one patch; kube-scheduler then filters (answered
+   from the holding) and binds it through the extender;
+4. **queue-only** - the gated pods and the extender's queue as in 3, but kube-scheduler's
+   ``fluence`` profile calls no extender: a pre-placed pod costs no extender call, and
+   kube-scheduler binds it itself (pods created without the gate would then be placed
+   by kube-scheduler alone);
+5. **null** - the same kube-scheduler calling ``bench/null_extender.py``, which
+   passes every candidate through and binds with fluence's own binder: what any
    extender that binds costs, so "fluence / null" is what fluence's placement adds.
 
-All schedulers get the same ``percentageOfNodesToScore: 100`` and a generous
-client QPS/burst, so the API client is not what limits them. The pods are
-split into rounds; each round runs all three phases once, in an order rotated
-per round, so a machine that speeds up or slows down during the run affects
-every phase alike (the per-round ratios and their median are printed too). A
-phase creates its share of single pods (small requests: they all fit) from a
-few concurrent creators over keep-alive connections, and is timed from the
-first create to the moment a watch sees the last pod bound. Every phase starts
-its own scheduler (and extender) on empty nodes and deletes its pods after.
-Prints JSON (the rates, fluence/default and the null ratios) and draws
-``bench/out/extender_throughput.png``. Usage::
+kube-scheduler runs at its strongest, as large clusters run it (and scheduler_perf
+measures it): client QPS and burst 5,000 (``--client-qps``; 0: its defaults, 50 and
+100); without an extender it scores its adaptive share of the nodes, with one it
+scores them all (``percentageOfNodesToScore: 100``: the extender must be offered
+every feasible node). The JSON says which settings each phase ran with.
 
-    python bench/extender_throughput.py [--nodes 1000] [--pods 3000] [--creators 4] [--rounds 3]
+Each of ``--runs`` runs runs every phase once on a burst of ``--pods`` single pods
+(small requests: they all fit), in an order rotated per run, so a machine that speeds
+up or slows down affects every phase alike; the JSON gives each phase's pods/s and
+each ratio as the median and range (min, max) over the runs, a ratio pairing run i
+of one phase with run i of the other. A phase creates its pods from a few concurrent
+creators over keep-alive connections and is timed from the first create to the moment
+a watch sees the last pod bound. Every phase starts its own scheduler (and extender)
+on empty nodes and deletes its pods after. Prints JSON and draws
+``bench/out/extender_throughput.png`` (the first run of each phase). Usage::
+
+    python bench/extender_throughput.py [--nodes 1000] [--pods 3000] [--creators 4] [--runs 3]
+        [--phases default fluence queue queue-only null] [--client-qps 5000]
     python bench/extender_throughput.py --quick      # 200 nodes, 600 pods
 """
 
@@ -39,7 +54,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +73,9 @@ from testbed.schedconfig import scheduler_config as fluence_scheduler_config  # 
 
 EXTENDER = Path(sys.executable).with_name("fluence-extender")
 CLIENT_QPS = 5000
-CLIENT_BURST = 5000
+"""kube-scheduler's client QPS and burst in the benches (scheduler_perf's); 0: its defaults."""
+EXTENDER_RULES = ("fluence", "queue", "null")
+"""The rules (phases) whose kube-scheduler calls an extender."""
 
 
 @dataclass
@@ -92,22 +109,26 @@ class Api:
         return httpx.Client(base_url=self.server, verify=self.tls, timeout=timeout)
 
 
-def pod_body(name: str, scheduler: str) -> dict[str, Any]:
+def pod_body(name: str, scheduler: str, gated: bool = False) -> dict[str, Any]:
+    """A small pod; ``gated``: behind the queue's scheduling gate, as the webhook makes it."""
     requests = {"cpu": "10m", "memory": "16Mi"}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [
+            {
+                "name": "app",
+                "image": "busybox",
+                "resources": {"requests": requests, "limits": requests},
+            }
+        ],
+    }
+    if gated:
+        spec["schedulingGates"] = [{"name": names.QUEUE_GATE}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": {"bench": "throughput"}},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "busybox",
-                    "resources": {"requests": requests, "limits": requests},
-                }
-            ],
-        },
+        "spec": spec,
     }
 
 
@@ -154,7 +175,13 @@ def _watch_bound(
 
 
 def create_pods(
-    api: Api, namespace: str, prefix: str, count: int, creators: int, scheduler: str
+    api: Api,
+    namespace: str,
+    prefix: str,
+    count: int,
+    creators: int,
+    scheduler: str,
+    gated: bool = False,
 ) -> float:
     """Create ``count`` pods from ``creators`` threads; returns the monotonic start time."""
     names_q: queue.Queue[str] = queue.Queue()
@@ -169,7 +196,8 @@ def create_pods(
                     name = names_q.get_nowait()
                 except queue.Empty:
                     return
-                r = c.post(f"/api/v1/namespaces/{namespace}/pods", json=pod_body(name, scheduler))
+                body = pod_body(name, scheduler, gated)
+                r = c.post(f"/api/v1/namespaces/{namespace}/pods", json=body)
                 if r.status_code != 201:
                     errors.append(f"{name}: {r.status_code} {r.text[:200]}")
 
@@ -224,6 +252,26 @@ def extender_means(url: str) -> dict[str, float]:
     return {v: round(sums[v] / counts[v] * 1000, 3) for v in sums if counts.get(v)}
 
 
+def pod_states(api: Api, namespace: str) -> dict[str, int]:
+    """How the namespace's pods stand: bound, gated (by the queue or another), or pending."""
+    with api.client() as c:
+        items = c.get(f"/api/v1/namespaces/{namespace}/pods").json().get("items") or []
+    states: dict[str, int] = {}
+    for pod in items:
+        spec = pod.get("spec") or {}
+        gates = [g.get("name") for g in spec.get("schedulingGates") or ()]
+        if spec.get("nodeName"):
+            state = "bound"
+        elif names.QUEUE_GATE in gates:
+            state = "gated by the queue"
+        elif gates:
+            state = "gated by others"
+        else:
+            state = "pending ungated"
+        states[state] = states.get(state, 0) + 1
+    return states
+
+
 def run_phase(
     cp: ControlPlane,
     api: Api,
@@ -233,6 +281,7 @@ def run_phase(
     creators: int,
     limit: float,
     processes: dict[str, int],
+    gated: bool = False,
 ) -> Phase:
     namespace = f"bench-{name}"
     cp.create_namespace(namespace)
@@ -250,14 +299,15 @@ def run_phase(
     phase = Phase(name, pods)
     cpu_before = {k: cpu_seconds(pid) for k, pid in processes.items()}
     requests_before = api_request_counts(api)
-    start = create_pods(api, namespace, name, pods, creators, scheduler)
+    start = create_pods(api, namespace, name, pods, creators, scheduler, gated)
     phase.created_s = time.monotonic() - start
     deadline = time.monotonic() + limit
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             raise RuntimeError(
-                f"phase {name}: only {len(phase.bound_at)} of {pods} pods bound in {limit:.0f}s"
+                f"phase {name}: only {len(phase.bound_at)} of {pods} pods bound in "
+                f"{limit:.0f}s; the pods: {pod_states(api, namespace)}"
             )
         try:
             at = bound.get(timeout=left)
@@ -296,14 +346,45 @@ def delete_namespace_pods(cp: ControlPlane, api: Api, namespace: str) -> None:
     raise RuntimeError(f"pods of {namespace} were not deleted within 120s")
 
 
-def scheduler_config(profile: str, extender_url: str | None) -> dict[str, Any]:
-    doc = fluence_scheduler_config(extender_url, profile=profile, fast_backoff=False)
-    doc["clientConnection"] = {"qps": CLIENT_QPS, "burst": CLIENT_BURST}
+def tune_scheduler(doc: dict[str, Any], *, extender: bool, client_qps: int) -> dict[str, Any]:
+    """kube-scheduler's configuration ``doc`` at its strongest, in place (and returned).
+
+    Without an extender it scores its adaptive share of the nodes (the forced
+    ``percentageOfNodesToScore: 100`` is removed); with one it keeps scoring all of
+    them, so the extender is offered every feasible node. ``client_qps`` > 0 sets its
+    client QPS and burst (0: kube-scheduler's defaults, 50 and 100).
+    """
+    if not extender:
+        doc.pop("percentageOfNodesToScore", None)
+    if client_qps > 0:
+        client = dict(doc.get("clientConnection") or {})
+        client.update(qps=client_qps, burst=client_qps)
+        doc["clientConnection"] = client
     return doc
 
 
+def scheduler_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of configuration ``doc`` that a row of results should carry."""
+    client = doc.get("clientConnection") or {}
+    return {
+        "percentage_of_nodes_to_score": doc.get("percentageOfNodesToScore", "adaptive"),
+        "client_qps": client.get("qps", "default (50)"),
+        "client_burst": client.get("burst", "default (100)"),
+        "extender": bool(doc.get("extenders")),
+    }
+
+
+def scheduler_config(profile: str, extender_url: str | None, client_qps: int) -> dict[str, Any]:
+    doc = fluence_scheduler_config(extender_url, profile=profile, fast_backoff=False)
+    return tune_scheduler(doc, extender=extender_url is not None, client_qps=client_qps)
+
+
 class Extender:
-    """``fluence-extender`` (or, with ``null``, ``bench/null_extender.py``) on a free port."""
+    """``fluence-extender`` (or, with ``null``, ``bench/null_extender.py``) on a free port.
+
+    It runs the queue without a Lease (``FLUENCE_QUEUE_LEASE_NAMESPACE=""``: a bench has
+    one extender) unless this process's environment or ``env`` says otherwise.
+    """
 
     def __init__(
         self,
@@ -323,6 +404,7 @@ class Extender:
 
     def __enter__(self) -> Extender:
         env = {
+            "FLUENCE_QUEUE_LEASE_NAMESPACE": "",
             **os.environ,
             "FLUENCE_BIND": f"127.0.0.1:{self.port}",
             "FLUENCE_KUBECONFIG": str(self.kubeconfig),
@@ -368,7 +450,31 @@ def add_nodes(cp: ControlPlane, count: int) -> None:
     cp.add_nodes(count, prefix="tp-node-", capacity=capacity)
 
 
-PHASES = ("default", "fluence", "null")
+PHASES = ("default", "fluence", "queue", "queue-only", "null")
+RATIOS = (
+    ("fluence", "default"),
+    ("queue", "default"),
+    ("queue-only", "default"),
+    ("queue", "fluence"),
+    ("queue-only", "queue"),
+    ("null", "default"),
+    ("fluence", "null"),
+    ("queue", "null"),
+)
+
+
+def median_range(values: Sequence[float | None], digits: int = 3) -> dict[str, Any]:
+    """Median, min and max of the values present (``None``: a run without one), and all."""
+    present = [v for v in values if v is not None]
+    out: dict[str, Any] = {"median": None, "min": None, "max": None}
+    if present:
+        out = {
+            "median": round(statistics.median(present), digits),
+            "min": round(min(present), digits),
+            "max": round(max(present), digits),
+        }
+    out["per_run"] = [round(v, digits) if v is not None else None for v in values]
+    return out
 
 
 @dataclass
@@ -376,12 +482,15 @@ class Result:
     nodes: int
     pods: int
     creators: int
-    rounds: list[dict[str, Phase]]
+    runs: list[dict[str, Phase]]
     setup_s: float
+    names: tuple[str, ...] = PHASES
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """kube-scheduler's settings per phase (:func:`scheduler_settings`)."""
 
     def total(self, name: str) -> Phase:
-        """One phase's rounds as one run: their pods, times, CPU and requests added up."""
-        parts = [r[name] for r in self.rounds]
+        """One phase's runs as one: their pods, times, CPU and requests added up."""
+        parts = [r[name] for r in self.runs]
         out = Phase(name, sum(p.pods for p in parts))
         offset = 0.0
         for p in parts:
@@ -400,40 +509,42 @@ class Result:
             }
         return out
 
-    @property
-    def phases(self) -> list[Phase]:
-        return [self.total(n) for n in PHASES]
+    def first(self, name: str) -> Phase:
+        return self.runs[0][name]
 
     def doc(self) -> dict[str, Any]:
-        default, fluence, null = self.phases
+        def per_run(a: str, b: str) -> list[float | None]:
+            return [
+                r[a].pods_per_s / r[b].pods_per_s if r[b].pods_per_s else None for r in self.runs
+            ]
 
-        def per_round(a: str, b: str) -> list[float]:
-            return [round(r[a].pods_per_s / r[b].pods_per_s, 3) for r in self.rounds]
-
-        return {
+        doc: dict[str, Any] = {
             "nodes": self.nodes,
-            "pods": self.pods,
+            "pods_per_run": self.pods,
             "creators": self.creators,
-            "rounds": len(self.rounds),
+            "runs": len(self.runs),
             "setup_s": round(self.setup_s, 1),
-            "default": phase_doc(default),
-            "fluence": phase_doc(fluence),
-            "null": phase_doc(null),
-            "ratio": round(fluence.pods_per_s / default.pods_per_s, 3),
-            "ratios": {
-                "null/default": round(null.pods_per_s / default.pods_per_s, 3),
-                "fluence/null": round(fluence.pods_per_s / null.pods_per_s, 3),
-            },
-            "ratio_per_round": per_round("fluence", "default"),
-            "ratio_median": round(statistics.median(per_round("fluence", "default")), 3),
+            "scheduler": self.settings,
         }
+        for name in self.names:
+            rates = [r[name].pods_per_s for r in self.runs]
+            doc[name] = {
+                "pods_per_s": median_range(rates, 1),
+                "all_bound_s": median_range([r[name].bound_s for r in self.runs], 2),
+                **phase_doc(self.total(name)),
+            }
+        doc["ratios"] = {
+            f"{a}/{b}": median_range(per_run(a, b))
+            for a, b in RATIOS
+            if a in self.names and b in self.names
+        }
+        return doc
 
 
 def phase_doc(p: Phase) -> dict[str, Any]:
+    """A phase's costs over all its runs (per pod)."""
     return {
-        "pods_per_s": round(p.pods_per_s, 1),
-        "all_bound_s": round(p.bound_s, 2),
-        "created_s": round(p.created_s, 2),
+        "created_s_total": round(p.created_s, 2),
         "cpu_ms_per_pod": {k: round(v / p.pods * 1000, 2) for k, v in p.cpu_s.items()},
         **({"extender_mean_ms": p.extender_ms} if p.extender_ms else {}),
         "api_requests_per_pod": {k: round(v / p.pods, 2) for k, v in p.api_requests.items()},
@@ -441,13 +552,27 @@ def phase_doc(p: Phase) -> dict[str, Any]:
 
 
 def run_segment(
-    cp: ControlPlane, api: Api, name: str, rnd: int, pods: int, creators: int, limit: float
+    cp: ControlPlane,
+    api: Api,
+    name: str,
+    run: int,
+    pods: int,
+    creators: int,
+    limit: float,
+    client_qps: int,
+    settings: dict[str, dict[str, Any]],
+    log_dir: Path,
 ) -> Phase:
-    """One phase of one round: its scheduler (and extender) started, used, stopped; pods deleted."""
-    label = f"{name}-{rnd}"
+    """One phase of one run: its scheduler (and extender) started, used, stopped; pods deleted.
+
+    The extender logs to ``log_dir/throughput-<extender>-<phase>-<run>.log``.
+    """
+    label = f"{name}-{run}"
     namespace = f"bench-{label}"
     if name == "default":
-        sched = cp.start_scheduler(scheduler_config("default-scheduler", None), name=label)
+        config = scheduler_config("default-scheduler", None, client_qps)
+        settings[name] = scheduler_settings(config)
+        sched = cp.start_scheduler(config, name=label)
         try:
             own = {"kube-scheduler": sched.pid, **control_plane_pids(cp)}
             phase = run_phase(cp, api, label, "default-scheduler", pods, creators, limit, own)
@@ -456,12 +581,29 @@ def run_segment(
     else:
         null = name == "null"
         process = "null-extender" if null else "fluence-extender"
-        with Extender(cp.kubeconfig, cp.log_path(process), null=null) as ext:
-            sched = cp.start_scheduler(scheduler_config(names.SCHEDULER_NAME, ext.url), name=label)
+        log = log_dir / f"throughput-{process}-{label}.log"
+        log.unlink(missing_ok=True)
+        with Extender(cp.kubeconfig, log, null=null) as ext:
+            # queue-only: kube-scheduler's fluence profile calls no extender; the extender
+            # runs the queue alone and pre-placed pods cost it no call at all.
+            url = None if name == "queue-only" else ext.url
+            config = scheduler_config(names.SCHEDULER_NAME, url, client_qps)
+            settings[name] = scheduler_settings(config)
+            sched = cp.start_scheduler(config, name=label)
             assert ext.proc is not None
             own = {"kube-scheduler": sched.pid, process: ext.proc.pid, **control_plane_pids(cp)}
             try:
-                phase = run_phase(cp, api, label, names.SCHEDULER_NAME, pods, creators, limit, own)
+                phase = run_phase(
+                    cp,
+                    api,
+                    label,
+                    names.SCHEDULER_NAME,
+                    pods,
+                    creators,
+                    limit,
+                    own,
+                    gated=name in ("queue", "queue-only"),
+                )
                 if not null:
                     phase.extender_ms = extender_means(ext.url)
             finally:
@@ -472,31 +614,50 @@ def run_segment(
 
 
 def run(
-    n_nodes: int, n_pods: int, creators: int, limit: float, keep: Path | None, rounds: int
+    n_nodes: int,
+    n_pods: int,
+    creators: int,
+    limit: float,
+    keep: Path | None,
+    runs: int,
+    phases: Sequence[str] = PHASES,
+    client_qps: int = CLIENT_QPS,
+    log_dir: Path = ROOT / "bench" / "out",
 ) -> Result:
-    """Each round runs every phase once, in an order rotated per round, so drift hits all."""
+    """Each run runs every phase once on ``n_pods`` pods, in an order rotated per run."""
     t0 = time.monotonic()
-    per_round = max(1, n_pods // rounds)
+    phases = tuple(phases)
+    settings: dict[str, dict[str, Any]] = {}
     with ControlPlane(keep, keep=keep is not None) as cp:
         add_nodes(cp, n_nodes)
         api = Api(cp)
         setup_s = time.monotonic() - t0
         done: list[dict[str, Phase]] = []
-        for rnd in range(rounds):
-            order = PHASES[rnd % len(PHASES) :] + PHASES[: rnd % len(PHASES)]
+        for i in range(runs):
+            order = phases[i % len(phases) :] + phases[: i % len(phases)]
             done.append(
-                {n: run_segment(cp, api, n, rnd, per_round, creators, limit) for n in order}
+                {
+                    n: run_segment(
+                        cp, api, n, i, n_pods, creators, limit, client_qps, settings, log_dir
+                    )
+                    for n in order
+                }
             )
-        return Result(n_nodes, per_round * rounds, creators, done, setup_s)
+        return Result(n_nodes, n_pods, creators, done, setup_s, phases, settings)
 
 
 def draw(result: Result, out: Path) -> Path:
     fig, ax = new_figure()
-    for p in result.phases:
+    for name in result.names:
+        p = result.first(name)
         ax.plot(p.bound_at, range(1, len(p.bound_at) + 1), label=f"{p.name}: {p.pods_per_s:.0f}/s")
     ax.set_xlabel("seconds since the first pod was created")
     ax.set_ylabel("pods bound")
-    ax.set_title(f"kube-scheduler throughput, {result.nodes} nodes, {result.pods} pods")
+    qps = result.settings.get(result.names[0], {}).get("client_qps", "?")
+    ax.set_title(
+        f"kube-scheduler throughput, {result.nodes} nodes, {result.pods} pods "
+        f"(first run; client QPS {qps})"
+    )
     return save_figure(fig, ax, out / "extender_throughput.png")
 
 
@@ -508,9 +669,23 @@ def points(p: Phase) -> Iterator[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--pods", type=int, default=3000)
+    parser.add_argument("--pods", type=int, default=3000, help="pods per phase and run")
     parser.add_argument("--creators", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of all three phases")
+    parser.add_argument(
+        "--runs",
+        "--rounds",
+        dest="runs",
+        type=int,
+        default=3,
+        help="runs of every phase, each on --pods pods (--rounds: the old name)",
+    )
+    parser.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
+    parser.add_argument(
+        "--client-qps",
+        type=int,
+        default=CLIENT_QPS,
+        help="kube-scheduler's client QPS and burst (0: its defaults, 50 and 100)",
+    )
     parser.add_argument("--quick", action="store_true", help="200 nodes and 600 pods")
     parser.add_argument("--limit", type=float, default=900, help="seconds allowed per phase")
     parser.add_argument("--keep", type=Path, help="keep the control plane's work dir here")
@@ -518,11 +693,24 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.nodes, args.pods = 200, 600
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
-    result = run(args.nodes, args.pods, args.creators, args.limit, args.keep, args.rounds)
+    phases = [p for p in PHASES if p in args.phases]
+    result = run(
+        args.nodes,
+        args.pods,
+        args.creators,
+        args.limit,
+        args.keep,
+        args.runs,
+        phases,
+        args.client_qps,
+        args.out,
+    )
     doc = result.doc()
     doc["png"] = str(draw(result, args.out))
-    samples = {p.name: list(points(p)) for p in result.phases}
+    samples = {n: list(points(result.first(n))) for n in result.names}
     (args.out / "extender_throughput.json").write_text(json.dumps({**doc, "bound_at_s": samples}))
     print(json.dumps(doc, indent=2))
 

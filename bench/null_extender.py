@@ -1,8 +1,15 @@
-"""The smallest correct scheduler extender: filter keeps the first candidate, bind binds.
+"""The smallest correct scheduler extender: it decides nothing, and binds.
 
-It is the baseline of ``bench/extender_throughput.py``: kube-scheduler pays for
-the filter and bind round trips, and the Binding is created by a Python client,
-whatever the extender decides. It is served the way fluence serves (Starlette
+Its filter passes every candidate kube-scheduler offers through (the names are
+handed back as they came, not even decoded), its prioritize scores nothing and its
+preempt accepts kube-scheduler's victims on every node, so kube-scheduler's own
+plugins decide placement and preemption exactly as without an extender. Only its bind
+acts: it creates the Binding.
+
+It is the baseline of ``bench/extender_throughput.py`` and the cluster benches:
+kube-scheduler pays for the round trips (filter and bind for every pod; prioritize
+whenever more than one node is feasible; preempt when it preempts), and the Binding
+is created by a Python client. It is served the way fluence serves (Starlette
 through :func:`fluence.serving.serve_app` on uvloop) and binds with fluence's own
 :class:`~scheduler_extender.binder.ApiBinder` (aiohttp on the loop, the
 kubernetes client's credentials), with no graph, no ledger, no watches and no
@@ -37,17 +44,54 @@ from scheduler_extender.scheduling import BindConflict, BindError  # noqa: E402
 BIND_CONCURRENCY = 16
 
 
+_NULL = msgspec.Raw(b"null")
+
+
 class FilterArgs(msgspec.Struct):
-    node_names: list[str] | None = msgspec.field(default=None, name="NodeNames")
+    """The candidates only, kept raw: names (``nodeCacheCapable``) or whole nodes."""
+
+    node_names: msgspec.Raw = msgspec.field(default_factory=lambda: _NULL, name="NodeNames")
+    nodes: msgspec.Raw = msgspec.field(default_factory=lambda: _NULL, name="Nodes")
+
+
+class FilterResult(msgspec.Struct):
+    """ExtenderFilterResult with the candidates handed back as they came."""
+
+    node_names: msgspec.Raw = msgspec.field(name="NodeNames")
+    nodes: msgspec.Raw = msgspec.field(name="Nodes")
+    failed_nodes: dict[str, str] = msgspec.field(default_factory=dict, name="FailedNodes")
+    error: str = msgspec.field(default="", name="Error")
 
 
 filter_args = msgspec.json.Decoder(FilterArgs)
+NO_SCORES = b"[]"
+
+
+def meta_victims(args: wire.ExtenderPreemptionArgs) -> dict[str, wire.MetaVictims]:
+    """kube-scheduler's victims on every node it offers, unchanged (by UID)."""
+    if args.node_name_to_meta_victims is not None:
+        return args.node_name_to_meta_victims
+    return {
+        node: wire.MetaVictims(
+            pods=[wire.MetaPod(uid=wire.pod_uid(p)) for p in victims.pods],
+            num_pdb_violations=victims.num_pdb_violations,
+        )
+        for node, victims in (args.node_name_to_victims or {}).items()
+    }
 
 
 def create_app(binder: ApiBinder) -> Starlette:
     async def filter_(request: Request) -> Response:
-        names = filter_args.decode(await request.body()).node_names or []
-        result = wire.ExtenderFilterResult(node_names=names[:1])
+        args = filter_args.decode(await request.body())
+        result = FilterResult(node_names=args.node_names, nodes=args.nodes)
+        return Response(wire.encoder.encode(result), media_type="application/json")
+
+    async def prioritize(_: Request) -> Response:
+        return Response(NO_SCORES, media_type="application/json")
+
+    async def preempt(request: Request) -> Response:
+        args = wire.preemption_args.decode(await request.body())
+        result = wire.ExtenderPreemptionResult(node_name_to_meta_victims=meta_victims(args))
         return Response(wire.encoder.encode(result), media_type="application/json")
 
     async def bind(request: Request) -> Response:
@@ -66,6 +110,8 @@ def create_app(binder: ApiBinder) -> Starlette:
     return Starlette(
         routes=[
             Route("/filter", filter_, methods=["POST"]),
+            Route("/prioritize", prioritize, methods=["POST"]),
+            Route("/preempt", preempt, methods=["POST"]),
             Route("/bind", bind, methods=["POST"]),
             Route("/readyz", readyz, methods=["GET"]),
         ]

@@ -1,4 +1,4 @@
-"""The pressure stream through a real kube-scheduler on KWOK nodes, under four rules.
+"""The pressure stream through a real kube-scheduler on KWOK nodes, under five rules.
 
 ``bench/pressure.py`` decides every fit with fluence's ledger in simulated time; this
 runs the same seeded stream (``pressure.workload``) on a local control plane
@@ -11,10 +11,22 @@ gets a control plane of its own with the same nodes:
 - ``native``: kube-scheduler's own gang scheduling (a ``scheduling.k8s.io`` PodGroup
   with ``minCount`` = the group's size, the pods naming it in ``spec.schedulingGroup``);
 - ``fluence``: the same PodGroups and pods for a kube-scheduler whose profile calls
-  ``fluence-extender``;
-- ``null``: ``native`` calling an extender that decides nothing (``bench/null_extender.py``):
-  what any extender's round trips cost on this stream, the baseline ``fluence`` is read
-  against (``makespan_ratios`` in the JSON, from the same run).
+  ``fluence-extender`` (filter and bind for every pod);
+- ``queue``: ``fluence``'s scheduler and extender, the pods created behind the queue's
+  scheduling gate (as fluence's webhook makes them): the extender's queue places whole
+  groups and releases their pods pinned to their nodes, kube-scheduler binds them;
+- ``null``: ``native`` calling an extender that decides nothing (``bench/null_extender.py``:
+  every candidate passes): what any extender's round trips cost on this stream, the
+  baseline ``fluence`` is read against.
+
+kube-scheduler runs at its strongest (client QPS and burst 5,000; without an extender,
+its adaptive share of nodes scored): ``bench/cluster_rules.py``; ``--client-qps 0``
+runs it with its default client limits. Every row says which settings it ran with.
+Each rule runs ``--runs`` times on the same seeded stream, the rules in an order rotated
+per run; the JSON gives per rule the median and range (min, max) over the runs of the
+makespan, its ratio to the lower bound, the biggest gang's wait and the mean group wait,
+and the makespan ratios (``queue_vs_native`` ...) pairing run i of one rule with run i of
+the other.
 
 A group starts when all its pods run (an MPI job needs every rank); the driver then
 has KWOK end each of its pods after the group's runtime. A pod removed before its
@@ -26,11 +38,14 @@ bind (binding a whole gang is not instant), "held" otherwise (pods holding cores
 their group cannot run: what clogs a cluster). Pods get ``activeDeadlineSeconds`` = the
 group's scaled runtime, the expected runtime fluence's reservations use.
 
-Prints JSON per node count (completed groups, makespan and its ratio to the lower
-bound, the biggest gang's wait, high-priority waits, held core-seconds, group restarts)
-and draws ``bench/out/pressure-cluster-<nodes>.png`` (cores bound over time).
+Prints JSON per node count (per run and rule: completed groups, makespan and its ratio
+to the lower bound, the biggest gang's wait, the mean group wait, high-priority waits,
+held core-seconds, group restarts; then the summary over runs and the ratios) and draws
+``bench/out/pressure-cluster-<nodes>.png`` (cores bound over time, each rule's first run).
+Extender logs: ``bench/out/extender-pressure-<nodes>-<rule>-<back-off>s-<run>.log``.
 
-Usage: python bench/pressure_cluster.py [--nodes 8] [--groups 40] [--scale 0.25]
+Usage: python bench/pressure_cluster.py [--nodes 8] [--groups 40] [--scale 0.25] [--runs 3]
+    [--rules default native fluence queue null] [--client-qps 5000]
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ import argparse
 import contextlib
 import json
 import math
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -48,14 +64,23 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster_rules import NodeSet, RuleCluster, one_cpu_pod, podgroup, rule_cluster  # noqa: E402
+from bench.cluster_rules import (  # noqa: E402
+    RULES,
+    NodeSet,
+    RuleCluster,
+    one_cpu_pod,
+    podgroup,
+    rule_cluster,
+)
+from bench.extender_throughput import CLIENT_QPS, median_range  # noqa: E402
 from bench.plots import cores_over_time  # noqa: E402
 from bench.pressure import CPU, workload  # noqa: E402
 from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE  # noqa: E402
 from testbed.rest import KubeApiError  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-RULES = ("default", "native", "fluence", "null")
+VARIANT_RULES = ("fluence", "queue")
+"""Rules that take extender settings: ``fluence:NAME=VALUE,...``."""
 NS = "pressure"
 HIGH = "pressure-high"
 POLL_S = 0.25
@@ -98,16 +123,19 @@ class Run:
         return [f"{self.name}-{self.generation}-{i}" for i in range(self.size)]
 
 
-def _pods(scheduler_name: str, grouped: bool, run: Run) -> list[dict[str, Any]]:
+def _pods(cluster: RuleCluster, grouped: bool, run: Run) -> list[dict[str, Any]]:
     out = []
     for name in run.pod_names():
         body = one_cpu_pod(
-            name, scheduler_name, run.group_name() if grouped else "", {"pressure/group": run.name}
+            name,
+            cluster.scheduler_name,
+            run.group_name() if grouped else "",
+            {"pressure/group": run.name},
         )
         body["spec"]["activeDeadlineSeconds"] = max(1, math.ceil(run.runtime))
         if run.priority:
             body["spec"]["priorityClassName"] = HIGH
-        out.append(body)
+        out.append(cluster.pod(body))
     return out
 
 
@@ -129,7 +157,7 @@ class Driver:
             priority_class = HIGH if run.priority else ""
             body = podgroup(run.group_name(), run.size, priority_class=priority_class)
             self.rest.create(self.groups_path, body)
-        for body in _pods(self.cluster.scheduler_name, self.grouped, run):
+        for body in _pods(self.cluster, self.grouped, run):
             self.rest.create(self.pods_path, body)
         run.created = True
 
@@ -198,14 +226,23 @@ def run_rule(
     spread: float,
     log_dir: Path,
     max_backoff_s: int = 2,
+    client_qps: int = CLIENT_QPS,
+    label: str = "",
 ) -> dict[str, Any]:
-    """``rule``, or ``fluence:NAME=VALUE,...``: fluence with those extender settings."""
+    """``rule``, or ``fluence:NAME=VALUE,...`` (or ``queue:``): with those extender settings."""
     runs = [Run(r.name, r.size, r.runtime, r.arrival, r.priority) for r in stream]
     node_set = NodeSet("p-", nodes, {"cpu": str(CPU), "memory": "16Gi", "pods": "110"})
     base, _, settings = rule.partition(":")
     env = dict(kv.split("=", 1) for kv in settings.split(",")) if settings else None
     with rule_cluster(
-        base, [node_set], NS, log_dir, max_backoff_s=max_backoff_s, extender_env=env
+        base,
+        [node_set],
+        NS,
+        log_dir,
+        max_backoff_s=max_backoff_s,
+        extender_env=env,
+        client_qps=client_qps,
+        label=label,
     ) as cluster:
         cluster.cp.rest.create(
             "/apis/scheduling.k8s.io/v1/priorityclasses",
@@ -225,7 +262,25 @@ def run_rule(
             if all(r.end is not None for r in runs) or now > limit:
                 break
             time.sleep(POLL_S)
-    return summarize(rule, nodes, runs, driver.busy)
+        left = left_over(cluster) if cluster.gated else {}
+    row = summarize(rule, nodes, runs, driver.busy)
+    row["scheduler"] = cluster.settings
+    if cluster.gated:
+        row["pods_left"] = left
+    return row
+
+
+def left_over(cluster: RuleCluster) -> dict[str, int]:
+    """The pods left at the end that were not bound: gated by the queue, or released."""
+    items = cluster.cp.rest.get(cluster.pods_path(NS)).get("items") or []
+    out = {"gated": 0, "released_unbound": 0}
+    for pod in items:
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") or (pod.get("status") or {}).get("phase") == "Succeeded":
+            continue
+        gated = any(g.get("name") for g in spec.get("schedulingGates") or ())
+        out["gated" if gated else "released_unbound"] += 1
+    return out
 
 
 def summarize(
@@ -237,6 +292,7 @@ def summarize(
     done = [r for r in runs if r.end is not None]
     biggest = max(runs, key=lambda r: (r.size, -r.arrival))
     high = [r.start - r.arrival for r in runs if r.priority and r.start is not None]
+    waits = [r.start - r.arrival for r in runs if r.start is not None]
     return {
         "rule": rule,
         "nodes": nodes,
@@ -248,6 +304,8 @@ def summarize(
         "biggest_gang_wait": round(biggest.start - biggest.arrival, 1)
         if biggest.start is not None
         else None,
+        "mean_group_wait": round(sum(waits) / len(waits), 1) if waits else None,
+        "groups_started": len(waits),
         "high_priority": sum(1 for r in runs if r.priority),
         "high_priority_started": len(high),
         "high_priority_mean_wait": round(sum(high) / len(high), 1) if high else None,
@@ -269,6 +327,7 @@ def summarize(
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> Path:
+    """Cores bound over time: each rule's (and back-off's) first run."""
     series = [
         (
             f"{row['rule']}, back-off {row['max_backoff_s']} s "
@@ -276,9 +335,66 @@ def plot(rows: list[dict[str, Any]], path: Path) -> Path:
             row["busy"],
         )
         for row in rows
+        if row["run"] == 0
     ]
-    title = "cores bound over time, same stream, real kube-scheduler on KWOK nodes"
+    qps = rows[0]["scheduler"].get("client_qps", "?") if rows else "?"
+    title = (
+        "cores bound over time, same stream, real kube-scheduler on KWOK nodes"
+        f"\n(first run of each rule; kube-scheduler client QPS {qps})"
+    )
     return cores_over_time(series, title, path)
+
+
+SUMMED = ("makespan", "makespan_vs_bound", "biggest_gang_wait", "mean_group_wait")
+PAIRS = (
+    ("queue", "native"),
+    ("queue-only", "native"),
+    ("fluence", "native"),
+    ("queue", "fluence"),
+    ("null", "native"),
+    ("fluence", "null"),
+    ("queue", "null"),
+)
+
+
+def summary(rows: list[dict[str, Any]], rules: list[str], backoffs: list[int]) -> list[Any]:
+    """Per rule and back-off: the median and range over runs of the headline numbers."""
+    out = []
+    for backoff in backoffs:
+        for rule in rules:
+            mine = [r for r in rows if r["rule"] == rule and r["max_backoff_s"] == backoff]
+            mine.sort(key=lambda r: r["run"])
+            entry: dict[str, Any] = {
+                "rule": rule,
+                "max_backoff_s": backoff,
+                "runs": len(mine),
+                "runs_completed": sum(1 for r in mine if r["makespan"] is not None),
+                "scheduler": mine[0]["scheduler"] if mine else {},
+            }
+            for key in SUMMED:
+                entry[key] = median_range([r[key] for r in mine], 2)
+            out.append(entry)
+    return out
+
+
+def makespan_ratios(
+    rows: list[dict[str, Any]], rules: list[str], backoffs: list[int], runs: int
+) -> dict[str, Any]:
+    """``a_vs_b@<back-off>s``: makespan of a over b, run i with run i (median, range)."""
+    ratios: dict[str, Any] = {}
+    for backoff in backoffs:
+        by = {(r["rule"], r["run"]): r for r in rows if r["max_backoff_s"] == backoff}
+        variants = [(base, r) for r in rules for base in VARIANT_RULES if r.startswith(base + ":")]
+        for a, b in list(PAIRS) + variants:
+            if a not in rules or b not in rules:
+                continue
+            values: list[float | None] = []
+            for i in range(runs):
+                ma = (by.get((a, i)) or {}).get("makespan")
+                mb = (by.get((b, i)) or {}).get("makespan")
+                values.append(ma / mb if ma and mb else None)
+            ratios[f"{a}_vs_{b}@{backoff}s"] = median_range(values)
+    return ratios
 
 
 def main() -> None:
@@ -304,15 +420,27 @@ def main() -> None:
     p.add_argument(
         "--rules",
         nargs="+",
-        default=list(RULES[:3]),
-        help=f"of {', '.join(RULES)}; fluence:NAME=VALUE,... runs fluence with those "
-        "extender settings beside the others (e.g. fluence:FLUENCE_REQUEUE_INTERVAL=0)",
+        default=list(RULES),
+        help=f"of {', '.join(RULES)}; fluence:NAME=VALUE,... (or queue:...) runs that rule "
+        "with those extender settings beside the others (e.g. fluence:FLUENCE_REQUEUE_INTERVAL=0)",
+    )
+    p.add_argument("--runs", type=int, default=3, help="runs of every rule on the same stream")
+    p.add_argument(
+        "--client-qps",
+        type=int,
+        default=CLIENT_QPS,
+        help="kube-scheduler's client QPS and burst (0: its defaults, 50 and 100)",
     )
     args = p.parse_args()
     for rule in args.rules:
         base, _, settings = rule.partition(":")
-        if base not in RULES or settings and (base != "fluence" or "=" not in settings):
-            p.error(f"--rules: {rule!r} is not one of {RULES} or fluence:NAME=VALUE,...")
+        if base not in RULES or settings and (base not in VARIANT_RULES or "=" not in settings):
+            p.error(
+                f"--rules: {rule!r} is not one of {RULES} or fluence:NAME=VALUE,... "
+                "(queue:NAME=VALUE,...)"
+            )
+    if args.runs < 1:
+        p.error("--runs must be at least 1")
     OUT.mkdir(exist_ok=True)
     results = []
     for nodes in args.nodes:
@@ -326,40 +454,47 @@ def main() -> None:
         last = max(r.arrival for r in stream)
         limit = args.limit * (bound + last)
         rows = []
-        for backoff in args.max_backoff:
-            for rule in args.rules:
-                row = run_rule(rule, nodes, stream, limit, args.spread, OUT, backoff)
-                row["max_backoff_s"] = backoff
-                rows.append(row)
-        figure = plot(rows, OUT / f"pressure-cluster-{nodes}.png")
-        for row in rows:
-            row["makespan_vs_bound"] = (
-                round(row["makespan"] / bound, 2) if row["makespan"] else None
-            )
-        ratios = {}
-        for backoff in args.max_backoff:
-            by_rule = {r["rule"]: r for r in rows if r["max_backoff_s"] == backoff}
-            variants = [r for r in by_rule if r.startswith("fluence:")]
-            pairs = [("fluence", "native"), ("fluence", "null"), ("null", "native")]
-            for a, b in pairs + [("fluence", v) for v in variants]:
-                if (
-                    a in by_rule
-                    and b in by_rule
-                    and by_rule[a]["makespan"]
-                    and by_rule[b]["makespan"]
-                ):
-                    ratios[f"{a}_vs_{b}@{backoff}s"] = round(
-                        by_rule[a]["makespan"] / by_rule[b]["makespan"], 3
+        for run in range(args.runs):
+            shift = run % len(args.rules)
+            order = args.rules[shift:] + args.rules[:shift]
+            for backoff in args.max_backoff:
+                for rule in order:
+                    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", rule)
+                    label = f"pressure-{nodes}-{safe}-{backoff}s-{run}"
+                    row = run_rule(
+                        rule,
+                        nodes,
+                        stream,
+                        limit,
+                        args.spread,
+                        OUT,
+                        backoff,
+                        args.client_qps,
+                        label,
                     )
+                    row["max_backoff_s"] = backoff
+                    row["run"] = run
+                    row["makespan_vs_bound"] = (
+                        round(row["makespan"] / bound, 2) if row["makespan"] else None
+                    )
+                    rows.append(row)
+                    print(
+                        f"[{nodes} nodes, run {run}] {rule} back-off {backoff}s: "
+                        f"{row['completed']}/{row['groups']} groups, makespan {row['makespan']}",
+                        file=sys.stderr,
+                    )
+        figure = plot(rows, OUT / f"pressure-cluster-{nodes}.png")
         results.append(
             {
                 "nodes": nodes,
                 "scale": args.scale,
+                "runs": args.runs,
                 "lower_bound": round(bound, 1),
                 "last_arrival": round(last, 1),
                 "limit": round(limit, 1),
+                "summary": summary(rows, args.rules, args.max_backoff),
+                "makespan_ratios": makespan_ratios(rows, args.rules, args.max_backoff, args.runs),
                 "rules": [{k: v for k, v in r.items() if k != "busy"} for r in rows],
-                "makespan_ratios": ratios,
                 "plot": str(figure),
             }
         )

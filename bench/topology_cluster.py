@@ -2,7 +2,7 @@
 
 ``bench/topology.py`` places its stream with fluence's ledger directly; this sends a
 stream of the same shape through a local control plane whose nodes KWOK plays, under
-two rules, each on a fresh control plane with the same nodes (racks x nodes of
+four rules, each on a fresh control plane with the same nodes (racks x nodes of
 ``--cpu`` cpus, racks dealt round ``--zones`` zones, labelled with
 ``topology.kubernetes.io/zone`` and ``topology.kubernetes.io/rack``):
 
@@ -12,9 +12,16 @@ two rules, each on a fresh control plane with the same nodes (racks x nodes of
   nothing;
 - ``fluence``: the same PodGroups and pods for a kube-scheduler whose profile calls
   ``fluence-extender`` (which packs gangs without a constraint into the fewest racks);
-- ``null``: ``native`` calling an extender that decides nothing (it keeps the first
-  candidate and binds): the time any extender adds, so that "null / native" shows how
-  much of "fluence / native" the extender protocol alone takes.
+- ``queue``: ``fluence``'s scheduler and extender, the pods created behind the queue's
+  scheduling gate (as fluence's webhook makes them): the extender's queue places the
+  gang whole and releases its pods pinned to their nodes, kube-scheduler binds them;
+- ``null``: ``native`` calling an extender that decides nothing (every candidate passes,
+  it binds): the time any extender adds, so that "null / native" shows how much of
+  "fluence / native" the extender protocol alone takes.
+
+kube-scheduler runs with client QPS and burst 5,000 (``--client-qps``; 0: its
+defaults); ``native`` scores its adaptive share of the nodes, the extender rules all of
+them (``bench/cluster_rules.py``). Each row says which settings it ran with.
 
 Gangs come one at a time (sizes 2 to 128 one-cpu pods, seeded, a share requiring one
 rack). A gang whose pods are not all bound within ``--wait`` seconds is counted as
@@ -26,6 +33,7 @@ racks left wholly free, seconds from a gang's creation to its last bind (sum, an
 pods bound per second of it).
 
 Usage: python bench/topology_cluster.py [--racks 8] [--nodes 16] [--gangs 100]
+    [--rules native fluence queue null] [--client-qps 5000]
 """
 
 from __future__ import annotations
@@ -43,11 +51,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.cluster_rules import NodeSet, RuleCluster, one_cpu_pod, podgroup, rule_cluster  # noqa: E402
+from bench.extender_throughput import CLIENT_QPS  # noqa: E402
 from bench.plots import racks_spanned  # noqa: E402
 from bench.topology import RACK, ZONE, workload  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-RULES = ("native", "fluence", "null")
+RULES = ("native", "fluence", "queue", "null")
 NS = "gangs"
 POLL_S = 0.1
 
@@ -66,7 +75,7 @@ class Gangs:
         self.rest.create(self.groups_path, podgroup(name, size, RACK if rack else ""))
         for i in range(size):
             body = one_cpu_pod(f"{name}-{i}", self.cluster.scheduler_name, name, {"gang": name})
-            self.rest.create(self.pods_path, body)
+            self.rest.create(self.pods_path, self.cluster.pod(body))
 
     def nodes_of(self, name: str) -> list[str]:
         items = self.rest.get(self.pods_path, labelSelector=f"gang={name}").get("items") or []
@@ -100,7 +109,15 @@ def run_rule(
     seconds = 0.0
     pods_placed = 0
     running: list[str] = []
-    with rule_cluster(rule, node_sets, NS, OUT, topology=True) as cluster:
+    with rule_cluster(
+        rule,
+        node_sets,
+        NS,
+        OUT,
+        topology=True,
+        client_qps=args.client_qps,
+        label=f"topology-{rule}",
+    ) as cluster:
         driver = Gangs(cluster, rack_of)
         for g, (size, must) in enumerate(gangs):
             name = f"g{g:03d}"
@@ -133,6 +150,7 @@ def run_rule(
         "racks_wholly_free": free,
         "placing_seconds": round(seconds, 1),
         "pods_per_second": round(pods_placed / seconds, 1) if seconds else None,
+        "scheduler": cluster.settings,
         "spans": spans,
     }
 
@@ -154,6 +172,12 @@ def main() -> None:
     p.add_argument("--wait", type=float, default=10.0, help="seconds a gang may take to bind")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--rules", nargs="+", default=list(RULES), choices=RULES)
+    p.add_argument(
+        "--client-qps",
+        type=int,
+        default=CLIENT_QPS,
+        help="kube-scheduler's client QPS and burst (0: its defaults, 50 and 100)",
+    )
     args = p.parse_args()
     capacity = {"cpu": str(args.cpu), "memory": "64Gi", "pods": "110"}
     node_sets: list[NodeSet] = []
@@ -181,7 +205,15 @@ def main() -> None:
         "results": [{k: v for k, v in r.items() if k != "spans"} for r in rows],
         "plot": str(figure),
     }
-    for a, b in (("fluence", "native"), ("null", "native"), ("fluence", "null")):
+    pairs = (
+        ("fluence", "native"),
+        ("queue", "native"),
+        ("queue", "fluence"),
+        ("null", "native"),
+        ("fluence", "null"),
+        ("queue", "null"),
+    )
+    for a, b in pairs:
         if {a, b} <= by_rule.keys() and by_rule[b]["placing_seconds"]:
             summary[f"ratio_time_{a}_vs_{b}"] = round(
                 by_rule[a]["placing_seconds"] / by_rule[b]["placing_seconds"], 2
