@@ -156,8 +156,10 @@ class GatedQueue:
         self.status_interval = status_interval
         self._freed_at: float | None = None
         """When the watch first saw a pod end since the last release."""
-        self._told: dict[str, tuple[str, float]] = {}
-        """Group key -> (reason last written on its pods, when)."""
+        self._told: dict[str, str] = {}
+        """Pod key -> the reason its Queued condition says."""
+        self._told_at: dict[str, float] = {}
+        """Group key -> when a reason was last written on its pods."""
         self._pinned: dict[str, Pod] = {}
         """Released pods of ours not bound yet, by key."""
         self._pinned_since: dict[str, float] = {}
@@ -188,6 +190,8 @@ class GatedQueue:
             else:
                 self._gated.pop(key, None)
                 self._sent.pop(key, None)
+                if kind == DELETED:
+                    self._told.pop(key, None)
             if kind != DELETED and mine and _pinned(pod):
                 self._pinned[key] = pod
             else:
@@ -297,28 +301,46 @@ class GatedQueue:
         return f"no placement within the nodes' pod limits after {POD_LIMIT_TRIES} tries"
 
     def tell(self) -> int:
-        """Write each waiting group's reason on its gated pods (condition ``Queued``) when it
-        changed, at most every ``status_interval`` seconds a group; the pods written."""
+        """Write each waiting group's reason on its gated pods (condition ``Queued``): at once
+        on a pod not told yet, again when the reason changed but at most every
+        ``status_interval`` seconds a group; the pods written."""
         if self.conditions is None:
             return 0
         now = self.clock()
         written = 0
-        waiting = {w.group: w for w in self.waiting}
-        for key in [k for k in self._told if k not in waiting]:
-            del self._told[key]
-        for w in waiting.values():
-            last, at = self._told.get(w.group, ("", -self.status_interval))
-            if w.reason == last or now - at < self.status_interval:
-                continue
-            self._told[w.group] = (w.reason, now)
+        for w in self.waiting:
+            due = now - self._told_at.get(w.group, -self.status_interval) >= self.status_interval
             condition = queued_condition(w.reason)
+            wrote = 0
             for pod in w.members:
-                try:
-                    self.conditions(pod, condition)
-                    written += 1
-                except Exception as exc:  # noqa: BLE001 - the reason is a courtesy; go on
-                    log.info("queued condition not written", extra={"pod": pod, "error": repr(exc)})
+                told = self._told.get(pod)
+                if told == w.reason or told is not None and not due:
+                    continue
+                if self._condition(pod, condition):
+                    self._told[pod] = w.reason
+                    wrote += 1
+            if wrote:
+                self._told_at[w.group] = now
+                written += wrote
+        waiting = {w.group for w in self.waiting}
+        for key in [k for k in self._told_at if k not in waiting]:
+            del self._told_at[key]
         return written
+
+    def _condition(self, pod: str, condition: dict[str, Any]) -> bool:
+        assert self.conditions is not None
+        try:
+            self.conditions(pod, condition)
+        except Exception as exc:  # noqa: BLE001 - the reason is a courtesy; go on
+            log.info("queued condition not written", extra={"pod": pod, "error": repr(exc)})
+            return False
+        return True
+
+    def _untell(self, released: Sequence[Release]) -> None:
+        """Turn the Queued condition of released pods that carried one False."""
+        for r in released:
+            if self._told.pop(r.pod, None) is not None:
+                self._condition(r.pod, released_condition(r.node))
 
     def overdue(self) -> list[str]:
         """Evict the released groups not all bound within the gang timeout (or pinned to a node
@@ -375,6 +397,8 @@ class GatedQueue:
         freed, self._freed_at = self._freed_at, None
         if freed is not None and releases:
             _after_end.record(self.clock() - freed)
+        if self.conditions is not None and any(r.pod in self._told for r in releases):
+            await asyncio.to_thread(self._untell, releases)
 
     async def _write(self, r: Release) -> None:
         namespace, _, name = r.pod.partition("/")
@@ -425,6 +449,17 @@ def queued_condition(reason: str) -> dict[str, Any]:
         "reason": "WaitingInQueue",
         "message": f"{reason} (kubectl fluence queue shows its place)",
         "lastTransitionTime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def released_condition(node: str) -> dict[str, Any]:
+    """The Queued condition of a pod the queue released: no longer waiting."""
+    where = f" to node {node}" if node else ""
+    return {
+        **queued_condition(""),
+        "status": "False",
+        "reason": "Released",
+        "message": f"placed by fluence's queue and released{where}",
     }
 
 

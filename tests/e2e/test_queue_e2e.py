@@ -15,20 +15,30 @@ other module's extender competes for it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import pytest
-from kubernetes.client import ApiClient, SchedulingV1Api, V1ObjectMeta, V1PriorityClass
+from kubernetes.client import (
+    ApiClient,
+    BatchV1Api,
+    SchedulingV1Api,
+    V1ObjectMeta,
+    V1PriorityClass,
+)
+from kubernetes.client.exceptions import ApiException
 
 from fluence import names
 from testbed import ControlPlane
+from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE
 from tests.e2e.test_extender_e2e import Extender, Stack, Suite, wait_for
-from tests.support.extender import SUITE_LABEL, fluence_scheduler
+from tests.support.extender import SUITE_LABEL, fluence_scheduler, pod_body
 
 LEASE_SECONDS = 3
 """The queue Lease's duration: how long a restarted extender waits to take the queue."""
@@ -40,6 +50,13 @@ PICK_LABEL = "example.com/pick"
 """A label only some of a test's nodes carry, for node affinity to select."""
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+GANG_TIMEOUT = 12
+"""FLUENCE_GANG_TIMEOUT of the extender the requeue tests restart: released groups not all
+bound this many seconds after their release are evicted."""
+
+MISSING_CLAIM = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]}
+"""A volume whose claim does not exist: kube-scheduler refuses the pod wherever it is pinned."""
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +85,25 @@ def stack(
 def suite(stack: Stack, kube: ApiClient, namespace: str) -> Iterator[Suite]:
     with Suite(stack, kube, namespace) as s:
         yield s
+
+
+@pytest.fixture
+def short_gang_timeout(stack: Stack) -> Iterator[float]:
+    """The module's extender restarted with a gang timeout of :data:`GANG_TIMEOUT` seconds for
+    one test, then restarted as it was (same port: kube-scheduler keeps asking it). Each
+    restart takes the queue Lease over within :data:`LEASE_SECONDS`."""
+    ext = stack.extender
+    before = dict(ext.env)
+    ext.kill(signal.SIGTERM)
+    ext.env["FLUENCE_GANG_TIMEOUT"] = str(GANG_TIMEOUT)
+    ext.start()
+    try:
+        yield float(GANG_TIMEOUT)
+    finally:
+        ext.kill(signal.SIGTERM)
+        ext.env.clear()
+        ext.env.update(before)
+        ext.start()
 
 
 # ---- reading pods --------------------------------------------------------------------
@@ -154,9 +190,73 @@ def assert_released_to(pod: dict[str, Any], node: str) -> None:
 
 
 def waiting_groups(suite: Suite) -> list[str]:
-    """The suite's groups in the extender's queue (``/state``), in queue order."""
-    queue = sorted(suite.stack.extender.state()["queue"], key=lambda w: w["position"])
-    return [w["group"] for w in queue if w["group"].startswith(suite.ns + "/")]
+    """The suite's groups the extender's queue has matched and keeps waiting (``/state``), in
+    queue order; gated groups not matched yet (position null) are left out."""
+    queue = [
+        w
+        for w in suite.stack.extender.state()["queue"]
+        if w["group"].startswith(suite.ns + "/") and w["position"] is not None
+    ]
+    return [w["group"] for w in sorted(queue, key=lambda w: w["position"])]
+
+
+def queue_entry(suite: Suite, group: str) -> dict[str, Any] | None:
+    """The extender's ``/state`` queue entry of ``group`` (namespace/name), if any."""
+    for w in suite.stack.extender.state()["queue"]:
+        if w["group"] == group:
+            entry: dict[str, Any] = w
+            return entry
+    return None
+
+
+def queued_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The queue's condition on the pod (why its group waits), if written."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == names.CONDITION_QUEUED:
+            cond: dict[str, Any] = c
+            return cond
+    return None
+
+
+def condition_of(suite: Suite, name: str) -> dict[str, Any] | None:
+    return queued_condition(suite.get(name))
+
+
+def condition_says(suite: Suite, name: str, text: str) -> dict[str, Any] | None:
+    """The pod's Queued condition once its message holds ``text``."""
+    cond = condition_of(suite, name)
+    return cond if cond and text in str(cond.get("message")) else None
+
+
+def released_condition(suite: Suite, name: str) -> dict[str, Any] | None:
+    """The pod's Queued condition once the queue has turned it False."""
+    cond = condition_of(suite, name)
+    return cond if cond and cond.get("status") == "False" else None
+
+
+def refused_for(suite: Suite, name: str, text: str) -> bool:
+    """kube-scheduler reports the pod unschedulable, with ``text`` in its message."""
+    return text in suite.unschedulable_message(name)
+
+
+def gone(suite: Suite, name: str) -> bool:
+    """The pod is no longer in the API server."""
+    try:
+        suite.core.read_namespaced_pod(name, suite.ns)
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
+
+
+def warnings_about(suite: Suite, name: str, reason: str) -> list[Any]:
+    """The Warning Events of ``reason`` on the pod called ``name`` (any of its incarnations)."""
+    return [
+        e
+        for e in suite.core.list_namespaced_event(suite.ns).items
+        if e.involved_object.name == name and e.reason == reason and e.type == "Warning"
+    ]
 
 
 def finish(suite: Suite, name: str) -> None:
@@ -446,3 +546,309 @@ def test_a_pod_created_without_the_gate_still_goes_through_the_filter(suite: Sui
     pod = suite.get("ungated")
     assert record_of(pod)["node"] == node
     assert not pod["spec"].get("affinity"), "nothing pinned it: it was never gated"
+
+
+# ---- released groups that do not start ------------------------------------------------
+
+
+def test_a_released_gang_one_member_cannot_bind_is_evicted_whole(
+    short_gang_timeout: float, suite: Suite
+) -> None:
+    """Both members of a label gang are released; kube-scheduler binds one and refuses the
+    other (its volume claim does not exist). A gang timeout after the release the queue
+    evicts the whole group, the bound member too, and says why in an Event on each."""
+    suite.add_nodes(2, cpu="4")
+    lab = {names.LABEL_GROUP: "pair"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "2"}
+    gated_pod(suite, "pair-0", cpu="1", labels=lab, annotations=ann)
+    gated_pod(suite, "pair-1", cpu="1", labels=lab, annotations=ann, spec=MISSING_CLAIM)
+    pair = ("pair-0", "pair-1")
+    for p in pair:
+        wait_released(suite, p)
+    released_at = time.monotonic()
+    uids = {p: suite.get(p)["metadata"]["uid"] for p in pair}
+    node = suite.wait_bound("pair-0")["pair-0"]
+    assert_released_to(suite.get("pair-0"), node)
+    wait_for(
+        lambda: "missing" in suite.unschedulable_message("pair-1"),
+        30,
+        "kube-scheduler to refuse the second member for its claim",
+        lambda: suite.describe("pair-1"),
+    )
+    stuck = suite.get("pair-1")
+    assert not stuck["spec"].get("nodeName")
+    assert record_of(stuck)["group"] == f"{suite.ns}/pair"
+    assert_released_to(stuck, record_of(stuck)["node"])
+    assert all(not gone(suite, p) for p in pair)  # nothing is evicted at once
+
+    wait_for(
+        lambda: all(gone(suite, p) for p in pair),
+        GANG_TIMEOUT + 30,
+        "the queue to evict the whole gang after its gang timeout",
+        suite.stack.extender.log_tail,
+    )
+    # Not before the gang timeout (less the time this test took to see the release).
+    assert time.monotonic() - released_at >= short_gang_timeout - 2
+    for p in pair:
+        events = wait_for(
+            partial(warnings_about, suite, p, "GangRequeued"),
+            20,
+            f"the GangRequeued Event on {p}",
+            lambda: suite.stack.extender.log_tail(),
+        )
+        (event,) = events
+        assert event.involved_object.uid == uids[p]
+        assert f"group {suite.ns}/pair evicted to queue again" in event.message, event.message
+        assert "gang timeout" in event.message, event.message
+    # Bare pods: nothing makes them again, and nothing of theirs is held any more.
+    wait_for(
+        lambda: not suite.state_pods(),
+        20,
+        "the extender to let go of the evicted gang",
+        lambda: str(suite.state_pods()),
+    )
+    assert sum(n["core"]["allocated"] for n in suite.state_nodes().values()) == 0
+    assert not suite.core.list_namespaced_pod(suite.ns).items
+
+
+def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
+    short_gang_timeout: float, suite: Suite
+) -> None:
+    """A Job's gang (template gated by the queue, as the webhook would make it) is released,
+    and kube-scheduler refuses both pods: their claim does not exist yet. After the gang
+    timeout the queue evicts them; once they are gone the claim is made; the Job controller
+    makes the pods again, gated from the template, and the queue releases them and they run."""
+    suite.add_nodes(2, cpu="4")
+    core = suite.core
+    batch = BatchV1Api(core.api_client)
+    volume = f"fluence-e2e-{suite.id}"
+    # The volume the Job's claim will name, reserved for it (no volume controller runs here:
+    # the claim is made bound, as that controller would leave it). The client takes a dict
+    # body as it is; its typed signatures want models.
+    pv: Any = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": f"/tmp/{volume}"},
+            "claimRef": {"namespace": suite.ns, "name": "data"},
+        },
+    }
+    claim: Any = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": volume,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    core.create_persistent_volume(pv)
+    template = pod_body("unused", {"cpu": "1", "memory": "64Mi"}, suite.id)
+    template["metadata"] = {
+        "labels": {names.LABEL_GROUP: "sweep"},
+        "annotations": {
+            names.ANNOTATION_GROUP_SIZE: "2",
+            ANNOTATION_EXIT_CODE: "0",
+            ANNOTATION_EXIT_AFTER: "5s",
+        },
+    }
+    template["spec"].update(
+        restartPolicy="Never",
+        schedulingGates=[{"name": names.QUEUE_GATE}],
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+    )
+    job: Any = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "sweep"},
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "backoffLimit": 6,
+            "template": {"metadata": template["metadata"], "spec": template["spec"]},
+        },
+    }
+    try:
+        batch.create_namespaced_job(suite.ns, job)
+
+        def members() -> list[str]:
+            pods = core.list_namespaced_pod(suite.ns, label_selector="job-name=sweep").items
+            return sorted(
+                str(p.metadata.name)
+                for p in pods
+                if p.metadata is not None and not p.metadata.deletion_timestamp
+            )
+
+        def two(exclude: Sequence[str] = ()) -> list[str] | None:
+            made = members()
+            return made if len(made) == 2 and not set(made) & set(exclude) else None
+
+        first: list[str] = wait_for(two, 60, "the Job controller to make two pods")
+        for p in first:
+            # Gated from the template: the queue released it (record, pin), not the filter.
+            wait_released(suite, p)
+            pod = suite.get(p)
+            assert_released_to(pod, record_of(pod)["node"])
+            assert record_of(pod)["group"] == f"{suite.ns}/sweep"
+            wait_for(
+                partial(refused_for, suite, p, '"data" not found'),
+                30,
+                f"kube-scheduler to refuse {p} for its claim",
+                partial(suite.describe, p),
+            )
+        assert all(not suite.node_of(p) for p in first)
+        uids = {p: suite.get(p)["metadata"]["uid"] for p in first}
+
+        wait_for(
+            lambda: all(gone(suite, p) for p in first),
+            GANG_TIMEOUT + 60,
+            "the queue to evict the Job's gang after its gang timeout",
+            lambda: suite.stack.extender.log_tail(),
+        )
+        for p in first:
+            (event,) = wait_for(
+                partial(warnings_about, suite, p, "GangRequeued"),
+                20,
+                f"the GangRequeued Event on {p}",
+            )
+            assert event.involved_object.uid == uids[p]
+            assert f"group {suite.ns}/sweep evicted to queue again" in event.message
+        # Now the claim exists: the pods the Job controller makes again can bind.
+        core.create_namespaced_persistent_volume_claim(suite.ns, claim)
+
+        again: list[str] = wait_for(
+            lambda: two(exclude=first),
+            90,
+            "the Job controller to make the pods again",
+            lambda: str(members()),
+        )
+        bound = suite.wait_bound(*again, timeout=90)
+        for p, node in bound.items():
+            assert node in suite.nodes
+            pod = suite.get(p)
+            assert_released_to(pod, node)  # it came through the queue again
+            assert record_of(pod)["group"] == f"{suite.ns}/sweep"
+
+        def complete() -> bool:
+            job = batch.read_namespaced_job("sweep", suite.ns)
+            return bool(job.status and job.status.succeeded == 2)
+
+        wait_for(complete, 90, "the Job to complete", lambda: str(members()))
+        wait_for(
+            lambda: sum(n["core"]["allocated"] for n in suite.state_nodes().values()) == 0,
+            30,
+            "fluence to release the finished gang",
+            lambda: str(suite.state_nodes()),
+        )
+    finally:
+        with contextlib.suppress(ApiException):
+            batch.delete_namespaced_job("sweep", suite.ns, propagation_policy="Background")
+        core.delete_persistent_volume(volume)
+
+
+def test_a_released_pod_whose_node_is_deleted_is_evicted(suite: Suite) -> None:
+    """The pod is released pinned to the one node and refused there (its claim does not
+    exist); the node is deleted. The queue evicts the pod within seconds, long before the
+    gang timeout (600 s here), and says its node is gone."""
+    (node,) = suite.add_nodes(1, cpu="4")
+    gated_pod(suite, "orphan", cpu="1", spec=MISSING_CLAIM)
+    wait_released(suite, "orphan")
+    assert_released_to(suite.get("orphan"), node)
+    wait_for(
+        lambda: "missing" in suite.unschedulable_message("orphan"),
+        30,
+        "kube-scheduler to refuse the pod for its claim",
+        lambda: suite.describe("orphan"),
+    )
+    uid = suite.get("orphan")["metadata"]["uid"]
+    assert suite.state_pods()[f"{suite.ns}/orphan"]["node"] == node
+
+    suite.stack.cp.delete_node(node)
+    suite.nodes.remove(node)
+    deleted_at = time.monotonic()
+    wait_for(
+        lambda: gone(suite, "orphan"),
+        20,
+        "the queue to evict the pod whose node is gone",
+        lambda: suite.stack.extender.log_tail(),
+    )
+    assert time.monotonic() - deleted_at < 10
+    (event,) = wait_for(
+        lambda: warnings_about(suite, "orphan", "GangRequeued"),
+        20,
+        "the GangRequeued Event on the pod",
+    )
+    assert event.involved_object.uid == uid
+    assert f"its node {node} is gone" in event.message, event.message
+    assert f"group {suite.ns}/orphan evicted to queue again" in event.message, event.message
+    wait_for(
+        lambda: f"{suite.ns}/orphan" not in suite.state_pods(),
+        20,
+        "the extender to let go of the evicted pod",
+        lambda: str(suite.state_pods()),
+    )
+
+
+# ---- why a group waits ----------------------------------------------------------------
+
+
+def test_a_waiting_pod_says_why_in_its_condition_and_in_the_queue(suite: Suite) -> None:
+    """A label gang of three with two members made: each says in its Queued condition that
+    the group waits for one more pod, and ``/state`` lists the group, unmatched (position
+    null), with that note. The third member lets all three go."""
+    suite.add_nodes(1, cpu="4")
+    lab = {names.LABEL_GROUP: "trio"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "3"}
+    trio = [f"trio-{i}" for i in range(3)]
+    for p in trio[:2]:
+        gated_pod(suite, p, cpu="1", labels=lab, annotations=ann)
+    group = f"{suite.ns}/trio"
+    why = f"waiting for 1 more pod(s) of group {group}"
+    for p in trio[:2]:
+        # A round that saw only the first pod wrote "2 more" on it; the second is told at
+        # once, the first's changed reason at most 30 s after the last write for the group.
+        cond = wait_for(
+            partial(condition_says, suite, p, why),
+            60,
+            f"the queue to write why {p} waits",
+            partial(suite.describe, p),
+        )
+        assert cond["type"] == names.CONDITION_QUEUED, cond
+        assert cond["status"] == "True", cond
+        assert cond["reason"] == "WaitingInQueue", cond
+        assert why in cond["message"], cond
+        assert held_back(suite, p), suite.describe(p)
+    entry = queue_entry(suite, group)
+    assert entry is not None, suite.stack.extender.state()["queue"]
+    assert entry["position"] is None, entry
+    assert entry["note"] == why, entry
+    assert entry["pods"] == 2, entry
+    assert group not in waiting_groups(suite)
+    assert not suite.state_pods()  # nothing is held for a group short of its members
+
+    gated_pod(suite, trio[2], cpu="1", labels=lab, annotations=ann)
+    bound = suite.wait_bound(*trio, timeout=60)
+    assert set(bound.values()) == {suite.nodes[0]}
+    for p in trio:
+        assert_released_to(suite.get(p), suite.nodes[0])
+    wait_for(
+        lambda: queue_entry(suite, group) is None,
+        20,
+        "the queue to stop listing the released group",
+        lambda: str(queue_entry(suite, group)),
+    )
+    for p in trio[:2]:  # those told they waited are told they went
+        cond = wait_for(
+            partial(released_condition, suite, p),
+            20,
+            f"{p}'s Queued condition to turn False",
+            partial(suite.describe, p),
+        )
+        assert cond["reason"] == "Released" and suite.nodes[0] in cond["message"], cond

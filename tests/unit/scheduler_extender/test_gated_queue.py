@@ -336,25 +336,33 @@ def test_bound_groups_are_never_overdue() -> None:
     assert queue.overdue() == [] and evictions(queue) == []
 
 
-def test_waiting_pods_carry_the_reason_and_it_is_rewritten_only_when_it_changes() -> None:
+def test_waiting_pods_carry_the_reason_until_they_are_released() -> None:
     now = [0.0]
     api, queue, _ = cluster(nodes=1, now=now)
-    written: list[tuple[str, str]] = []
-    queue.conditions = lambda pod, c: written.append((pod, c["message"]))
-    api.put(gated("m0", labels=GANG, size=2, cpu="2"))
+    written: list[tuple[str, str, str]] = []
+    queue.conditions = lambda pod, c: written.append((pod, c["status"], c["message"]))
+    api.put(gated("m0", labels=GANG, size=3, cpu="1"))
     queue.plan()
     assert queue.tell() == 1
-    assert written[0][0] == "default/m0" and "waiting for 1 more pod" in written[0][1]
+    assert written[0][:2] == ("default/m0", "True") and "waiting for 2 more pod" in written[0][2]
     queue.plan()
     assert queue.tell() == 0  # the same reason
-    api.put(gated("huge", cpu="64", created=9))
+    api.put(gated("m1", labels=GANG, size=3, cpu="1"))
     queue.plan()
-    now[0] += 1
-    assert queue.tell() == 1 and written[-1][0] == "default/huge"
-    api.put(gated("m1", labels=GANG, size=2, cpu="1"))
-    assert sorted(r.pod for r in queue.plan()) == ["default/m0", "default/m1"]
+    assert queue.tell() == 1  # a new member is told at once; m0's new reason waits its turn
+    assert written[-1][0] == "default/m1" and "1 more" in written[-1][2]
+    now[0] += 30
+    queue.plan()
+    assert queue.tell() == 1 and written[-1][0] == "default/m0"
+    api.put(gated("m2", labels=GANG, size=3, cpu="1"))
+    written.clear()
+    assert len(round_trip(queue)) == 3
+    assert sorted((p, status) for p, status, _ in written) == [
+        ("default/m0", "False"),
+        ("default/m1", "False"),
+    ]  # m2 was never told it waits
     now[0] += 100
-    assert queue.tell() == 0  # the gang went; the big pod's reason is the same
+    assert queue.tell() == 0
 
 
 def test_a_node_at_its_pod_limit_is_not_given_more_pods_than_it_takes() -> None:
