@@ -110,10 +110,7 @@ def explain(scheduler: Scheduler, namespace: str, name: str) -> dict[str, Any]:
             f"{scheduler.scheduler_name!r}: fluence does not place this pod"
         )
         return doc
-    view = scheduler.view
-    ref = groups.identify(
-        pod, view.podgroup, view if isinstance(view, groups.CompositeView) else None
-    )
+    ref = scheduler.identify(pod)
     # The reflector cache indexes pods by gang (``group_pods``); other views are scanned.
     indexed = getattr(scheduler.view, "group_pods", None)
     candidates = indexed(ref) if callable(indexed) and not ref.single else None

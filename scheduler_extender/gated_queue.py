@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,6 +42,7 @@ from fluence.json_patch import PatchOp
 from fluence.pinning import release_ops
 from fluence.pods import Pod
 from fluence.reflectors import DELETED
+from fluence.scheduling.holdings import Holding
 from scheduler_extender.scheduling import BindOutcomeUnknown, ReleaseRefused, Scheduler
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,27 @@ class Waiting:
 def ours_alone(pod: Pod) -> bool:
     """Gated by the queue and by nothing else: ready for the queue to place."""
     return [g.name for g in pod.spec.scheduling_gates] == [names.QUEUE_GATE]
+
+
+@dataclass
+class PodRoom:
+    """Each node's pod limit and the pods held on it, taken once a round."""
+
+    limits: dict[str, int]
+    counts: Counter[str]
+
+    @classmethod
+    def of(cls, limits: dict[str, int], held: Iterable[Holding]) -> PodRoom:
+        return cls(limits, Counter(h.node for h in held if h.node))
+
+    def full(self) -> set[str]:
+        return {n for n, limit in self.limits.items() if self.counts[n] >= limit}
+
+    def past(self, more: Counter[str]) -> set[str]:
+        """The nodes ``more`` pods would fill past their limit."""
+        return {
+            n for n, c in more.items() if n in self.limits and self.counts[n] + c > self.limits[n]
+        }
 
 
 class GatedQueue:
@@ -215,14 +237,12 @@ class GatedQueue:
         """Place what fits now, in queue order; the releases to write."""
         with self._lock:
             gated = [p for p in self._gated.values() if p.key not in self._sent]
-        view = self.scheduler.view
-        composites = view if isinstance(view, groups.CompositeView) else None
         found: dict[str, tuple[groups.GroupRef, list[Pod]]] = {}
         waiting: list[Waiting] = []
         for pod in gated:
             if not ours_alone(pod):
                 continue
-            ref = groups.identify(pod, view.podgroup, composites)
+            ref = self.scheduler.identify(pod)
             if ref.key in found:
                 continue
             if ref.unknown:
@@ -237,6 +257,7 @@ class GatedQueue:
         )
         releases: list[Release] = []
         now = self.clock()
+        room = PodRoom.of(self.scheduler.graph.pod_limits(), self.ledger.holdings().values())
         for ref, members in order:
             gated_keys = tuple(m.key for m in members if m.gated_by(names.QUEUE_GATE))
             count, until = self._timeouts.get(ref.key, (0, 0.0))
@@ -245,13 +266,15 @@ class GatedQueue:
             elif now < until:
                 reason = f"gang timeout {count}: placed again in {until - now:.0f}s"
             else:
-                reason = self._place(ref, members, releases)
+                reason = self._place(ref, members, room, releases)
             if reason:
                 waiting.append(Waiting(ref.key, len(members), reason, gated_keys))
         self.waiting = waiting
         return releases
 
-    def _place(self, ref: groups.GroupRef, members: list[Pod], out: list[Release]) -> str:
+    def _place(
+        self, ref: groups.GroupRef, members: list[Pod], room: PodRoom, out: list[Release]
+    ) -> str:
         """Place one group and add its releases to ``out``; why it waits ("" if it does not)."""
         ledger = self.ledger
         for m in members:
@@ -264,7 +287,7 @@ class GatedQueue:
             return f"waiting for {missing} more pod(s) of group {ref.key}"
         to_place = [m for m in ready if not m.bound and ledger.get(m.key) is None]
         if to_place:
-            why = self._place_within_pod_limits(ref, members, to_place)
+            why = self._place_within_pod_limits(ref, members, to_place, room)
             if why:
                 return why
         for m in members:
@@ -277,23 +300,22 @@ class GatedQueue:
         return ""
 
     def _place_within_pod_limits(
-        self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod]
+        self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod], room: PodRoom
     ) -> str:
         """Match the group on nodes whose pod limit (allocatable ``pods``) leaves it room.
 
         The graph holds no pod counts, and kube-scheduler refuses a pod on a node at its
         limit: a node the match would fill past it is left out and the match made again.
         """
-        limits = self.scheduler.graph.pod_limits()
-        counts = Counter(h.node for h in self.ledger.holdings().values() if h.node)
-        full = {n for n, limit in limits.items() if counts[n] >= limit}
+        full = room.full()
         for _ in range(POD_LIMIT_TRIES):
             res = self.scheduler.place_group(ref, members, to_place, full)
             if res.status != "allocated":
                 return res.message or res.status
             mine = Counter(h.node for h in res.holdings.values() if h.node)
-            over = {n for n, c in mine.items() if n in limits and counts[n] + c > limits[n]}
+            over = room.past(mine)
             if not over:
+                room.counts.update(mine)
                 return ""
             for key in res.holdings:
                 self.ledger.release(key, "matched onto nodes past their pod limit")
@@ -349,12 +371,12 @@ class GatedQueue:
         timeout = self.ledger.gang_timeout
         with self._lock:
             pinned = list(self._pinned.values())
-        view = self.scheduler.view
-        composites = view if isinstance(view, groups.CompositeView) else None
         nodes = set(self.scheduler.graph.node_names())
         stuck: dict[str, tuple[groups.GroupRef, Pod, str]] = {}
+        alive: set[str] = set()
         for pod in pinned:
-            ref = groups.identify(pod, view.podgroup, composites)
+            ref = self.scheduler.identify(pod)
+            alive.add(ref.key)
             since = self._pinned_since.setdefault(ref.key, now)
             node = _pinned_node(pod)
             if node and node not in nodes:
@@ -362,7 +384,6 @@ class GatedQueue:
             elif now - since >= timeout and ref.key not in stuck:
                 why = f"not every member was bound within the gang timeout ({timeout:.0f}s)"
                 stuck[ref.key] = (ref, pod, why)
-        alive = {groups.identify(p, view.podgroup, composites).key for p in pinned}
         for key in list(self._pinned_since):
             if key not in alive:
                 del self._pinned_since[key]

@@ -211,7 +211,7 @@ class Scheduler:
             self.ledger.release(pod.key, f"the scheduler ruled out its node {held.node}")
             return self._place(pod.key, [pod], pod, candidates, only_candidates=True)
 
-        ref = groups.identify(pod, self.view.podgroup, self._composites)
+        ref = self.identify(pod)
         span.set_attribute("group", ref.key)
         if ref.unknown:
             # As kube-scheduler's gang plugin: no member goes before its PodGroup (and quorum)
@@ -245,6 +245,10 @@ class Scheduler:
             preempts=ref.preempts,
             parts=_parts(ref, to_place),
         )
+
+    def identify(self, pod: Pod) -> groups.GroupRef:
+        """The pod's group, with its quorum, from what the view holds."""
+        return groups.identify(pod, self.view.podgroup, self._composites)
 
     def group_members(self, pod: Pod, ref: groups.GroupRef) -> list[Pod]:
         """The live pods of ``pod``'s group (``pod`` included)."""

@@ -43,9 +43,9 @@ def _index(container: list[Any], token: str, *, allow_end: bool) -> int:
     return i
 
 
-def _parent(doc: Any, tokens: list[str]) -> Any:
+def _descend(doc: Any, tokens: list[str]) -> Any:
     node = doc
-    for t in tokens[:-1]:
+    for t in tokens:
         if isinstance(node, dict):
             if t not in node:
                 raise PatchError(f"missing member {t!r}")
@@ -57,6 +57,10 @@ def _parent(doc: Any, tokens: list[str]) -> Any:
     return node
 
 
+def _parent(doc: Any, tokens: list[str]) -> Any:
+    return _descend(doc, tokens[:-1])
+
+
 def apply_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
     """Apply ``add``/``remove``/``replace``/``test`` ops to a copy of ``doc`` (what the webhook
     and the queue's release emit)."""
@@ -64,7 +68,7 @@ def apply_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
     for op in ops:
         tokens = _tokens(op["path"])
         if op["op"] == "test":
-            if _value(doc, tokens) != op["value"]:
+            if _descend(doc, tokens) != op["value"]:
                 raise PatchError(f"test failed at {op['path']}")
             continue
         if not tokens:
@@ -99,19 +103,6 @@ def apply_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
                 raise PatchError("remove from a scalar")
         else:
             raise PatchError(f"unsupported op {op['op']!r}")
-    return doc
-
-
-def _value(doc: Any, tokens: list[str]) -> Any:
-    for t in tokens:
-        if isinstance(doc, dict):
-            if t not in doc:
-                raise PatchError(f"missing member {t!r}")
-            doc = doc[t]
-        elif isinstance(doc, list):
-            doc = doc[_index(doc, t, allow_end=False)]
-        else:
-            raise PatchError("a path through a scalar")
     return doc
 
 
