@@ -85,7 +85,7 @@ class PodWriter(Protocol):
     async def release(self, namespace: str, name: str, ops: Sequence[PatchOp]) -> None: ...
 
 
-class Requeuer(Protocol):
+class GroupEvictor(Protocol):
     def requeue(self, pods: Sequence[tuple[str, str]], group: str, why: str) -> None:
         """Evict ``pods`` (key, uid) of ``group``; their controller makes them again."""
         ...
@@ -158,7 +158,7 @@ class GatedQueue:
         scheduler: Scheduler,
         writer: PodWriter,
         *,
-        evictor: Requeuer | None = None,
+        evictor: GroupEvictor | None = None,
         interval: float = DEFAULT_INTERVAL,
         backoff: float = DEFAULT_BACKOFF,
         retry_limit: int = DEFAULT_RETRY_LIMIT,
