@@ -234,6 +234,19 @@ def released_condition(suite: Suite, name: str) -> dict[str, Any] | None:
     return cond if cond and cond.get("status") == "False" else None
 
 
+def released_and_refused(suite: Suite, name: str, node: str) -> None:
+    """Wait until the queue has released ``name`` pinned to ``node`` and kube-scheduler has
+    refused it there for its missing claim."""
+    wait_released(suite, name)
+    assert_released_to(suite.get(name), node)
+    wait_for(
+        partial(refused_for, suite, name, "missing"),
+        30,
+        "kube-scheduler to refuse the pod for its claim",
+        partial(suite.describe, name),
+    )
+
+
 def refused_for(suite: Suite, name: str, text: str) -> bool:
     """kube-scheduler reports the pod unschedulable, with ``text`` in its message."""
     return text in suite.unschedulable_message(name)
@@ -498,18 +511,8 @@ def test_a_released_pod_not_bound_yet_is_held_again_after_a_restart(suite: Suite
     stays released and unbound. A restarted extender holds it again where its record
     says, and does not give that room to another pod until it is gone."""
     (node,) = suite.add_nodes(1, cpu="4")
-    missing_claim = {
-        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]
-    }
-    gated_pod(suite, "stuck", cpu="3", spec=missing_claim)
-    wait_released(suite, "stuck")
-    assert_released_to(suite.get("stuck"), node)
-    wait_for(
-        lambda: "missing" in suite.unschedulable_message("stuck"),
-        30,
-        "kube-scheduler to refuse the pod for its claim",
-        lambda: suite.describe("stuck"),
-    )
+    gated_pod(suite, "stuck", cpu="3", spec=MISSING_CLAIM)
+    released_and_refused(suite, "stuck", node)
     assert suite.node_of("stuck") == ""
     key = f"{suite.ns}/stuck"
     before = suite.state_pods()[key]
@@ -759,14 +762,7 @@ def test_a_released_pod_whose_node_is_deleted_is_evicted(suite: Suite) -> None:
     gang timeout (600 s here), and says its node is gone."""
     (node,) = suite.add_nodes(1, cpu="4")
     gated_pod(suite, "orphan", cpu="1", spec=MISSING_CLAIM)
-    wait_released(suite, "orphan")
-    assert_released_to(suite.get("orphan"), node)
-    wait_for(
-        lambda: "missing" in suite.unschedulable_message("orphan"),
-        30,
-        "kube-scheduler to refuse the pod for its claim",
-        lambda: suite.describe("orphan"),
-    )
+    released_and_refused(suite, "orphan", node)
     uid = suite.get("orphan")["metadata"]["uid"]
     assert suite.state_pods()[f"{suite.ns}/orphan"]["node"] == node
 
