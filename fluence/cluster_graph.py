@@ -1,20 +1,8 @@
 """The cluster as a Fluxion resource graph, kept in step with the API server.
 
-JGF conventions follow the Go fluence (see the module docs of the project):
-one ``cluster`` root; one ``node`` vertex per Kubernetes node, named after it,
-with property ``virtual=false`` and pooled ``core`` (allocatable millicores),
-``memory`` (MiB, rounded down) and ``gpu`` children; every configured virtual
-resource at every depth is a vertex of type ``node`` (basename = its type) with
-``virtual=true``, ``class=<t>`` for every type in its subtree and
-``fluxion.flux-framework.org/<k>=<v>`` for its attributes and top-level
-backend. Pools are matched in partial-pool mode so many pods share a node.
-
-Topology levels sit between the root and the nodes: for each configured node
-label key, in order (zone, then rack by default), a vertex typed after the key's
-last segment and named after the label's value, so a node labelled
-``zone=a, rack=r1`` lives at ``/cluster/a/r1/<node>``. A node without one of
-the labels hangs from the deepest level it has. Jobspecs may then ask for one
-rack holding a whole gang (:meth:`ClusterGraph.domains` lists them).
+How nodes and configured resources become vertices is :mod:`fluence.graph_layout`;
+a node's topology labels put it under zone and rack vertices, so jobspecs may
+ask for one rack holding a whole gang (:meth:`ClusterGraph.domains` lists them).
 
 Live updates without restart: a new node is attached as a subgraph; a deleted
 node is removed (or marked down until the jobs on it end); a cordoned node is
@@ -41,12 +29,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-import msgspec
-
-from fluence import names
+from fluence.graph_layout import (
+    CLUSTER,
+    Backend,
+    GraphLayout,
+    jgf_text,
+    level_type,
+    virtual_names,
+)
 from fluence.group_jobspec import JobspecError, with_duration
 from fluence.node_rules import (
     TAINT_EFFECTS,
@@ -68,14 +61,13 @@ from fluence.pods import (
     node_capacity,
     parse_quantity,
 )
-from fluence.resources import Resource, ResourcesConfig
+from fluence.resources import ResourcesConfig
 from fluxion_nb import Graph
 from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation, MatchOp
 
 log = logging.getLogger(__name__)
 
-CLUSTER = "cluster"
 PARTIAL_POOLS = frozenset({CORE, MEMORY, GPU})
 HOLD_DURATION = 3153600000
 """How long a ``duration: 0`` job is held: the graph's whole horizon (until cancelled)."""
@@ -94,122 +86,12 @@ PROBE_JOBS = 1 << 61
 store gives. The first is a what-if reservation's (:data:`WHAT_IF_JOB`), the next ones
 the matches of :meth:`ClusterGraph.fits_now`."""
 WHAT_IF_JOB = PROBE_JOBS
-_UNITS = {CORE: "", MEMORY: "MiB", GPU: ""}
 DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/rack")
 """Node label keys that become graph levels, outermost first."""
 
 
-def _jgf_text(jgf: Mapping[str, Any]) -> str:
-    """JGF as text for the matcher; msgspec holds the GIL a third as long as json.dumps."""
-    return msgspec.json.encode(jgf).decode()
-
-
-def level_type(key: str) -> str:
-    """The vertex type of a topology key's level: its last segment (``zone``, ``rack``)."""
-    return key.rsplit("/", 1)[-1].lower()
-
-
-@dataclass
-class PoolVertex:
-    uid: str
-    type: str
-    name: str
-    path: str
-    size: int
-
-
-@dataclass
-class NodeVertices:
-    """Where one Kubernetes node lives in the graph."""
-
-    uid: str
-    path: str
-    capacity: dict[str, int]
-    pools: dict[str, PoolVertex] = field(default_factory=dict)
-    down: bool = False
-    deleted: bool = False
-    node: Node | None = None
-
-
-@dataclass(frozen=True)
-class Backend:
-    """A top-level virtual resource (e.g. a quantum device) a device match can land on."""
-
-    uid: str
-    name: str
-    path: str
-    types: frozenset[str]
-    attributes: Mapping[str, str]
-
-
-class _Builder:
-    """Hands out JGF vertex ids, per-basename indices and ranks the way the Go builder does."""
-
-    def __init__(self) -> None:
-        self.next_uid = 0
-        self.next_rank = 0
-        self.per_basename: dict[str, int] = {}
-
-    def vertex(
-        self,
-        typ: str,
-        basename: str,
-        name: str,
-        path_parent: str,
-        *,
-        size: int = 1,
-        unit: str = "",
-        rank: bool = False,
-        flat: Mapping[str, Any] | None = None,
-        properties: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
-        idx = self.per_basename.get(basename, 0)
-        self.per_basename[basename] = idx + 1
-        uid = self.next_uid
-        self.next_uid += 1
-        r = -1
-        if rank:
-            r = self.next_rank
-            self.next_rank += 1
-        vname = name or f"{basename}{idx}"
-        md: dict[str, Any] = {
-            "basename": basename,
-            "exclusive": False,
-            "id": idx,
-            "name": vname,
-            "paths": {"containment": f"{path_parent}/{vname}"},
-            "rank": r,
-            "size": max(size, 1) if size else 1,
-            "type": typ,
-            "uniq_id": uid,
-            "unit": unit,
-        }
-        for k, v in (flat or {}).items():
-            md.setdefault(k, v)
-        if properties:
-            md["properties"] = dict(sorted(properties.items()))
-        return {"id": str(uid), "metadata": dict(sorted(md.items()))}
-
-
 class GraphUpdateError(ValueError):
     """A change of nodes or config could not be applied; the graph is as it was before."""
-
-
-def _edge(src: str, tgt: str) -> dict[str, Any]:
-    return {"source": src, "target": tgt, "metadata": {"subsystem": "containment"}}
-
-
-def virtual_properties(res: Resource) -> dict[str, str]:
-    """RFC 31 properties of a virtual vertex: presence-tested keys with values folded in."""
-    props = {names.PROPERTY_VIRTUAL_TRUE: ""}
-    for t in res.subtree_types():
-        props[names.PROPERTY_CLASS_PREFIX + t] = ""
-    for k, v in res.attributes.items():
-        if k != names.ATTR_BACKEND and v != "":
-            props[names.attr_property(k, v)] = ""
-    if res.backend:
-        props[names.attr_property(names.ATTR_BACKEND, res.backend)] = ""
-    return props
 
 
 @dataclass(frozen=True)
@@ -291,28 +173,19 @@ class ClusterGraph:
                 setattr(self, k, v)
             raise GraphUpdateError(f"the cluster graph was left as it was: {exc}") from exc
 
-    @staticmethod
-    def _virtual_names(config: ResourcesConfig) -> set[str]:
-        """Names of the resources that sit beside the nodes, under the cluster vertex."""
-        return {r.name for r in config.resources if r.parent in ("", CLUSTER) and r.name}
-
-    _STATE = ("_b", "_nodes", "_tainted", "_backends", "_root", "_levels", "jgf", "_empty", "_g")
+    _STATE = ("_layout", "_nodes", "_tainted", "_backends", "jgf", "_empty", "_g")
 
     def _rebuild_unsafe(self, nodes: Mapping[str, Node]) -> list[int]:
-        self._b = _Builder()
-        self._nodes: dict[str, NodeVertices] = {}
+        layout = GraphLayout(self._config, self.topology_keys)
+        self._layout = layout
+        self._nodes = layout.nodes
+        self._backends = layout.backends
+        self.jgf = layout.jgf
         self._tainted: set[str] = set()
-        self._backends: dict[str, Backend] = {}
-        verts: list[dict[str, Any]] = []
-        edges: list[dict[str, Any]] = []
-        root = self._b.vertex(CLUSTER, CLUSTER, CLUSTER, "")
-        self._root = root
-        self._levels: dict[str, dict[str, Any]] = {}
         self._domain_cache: dict[str, tuple[Any, dict[str, list[str]]]] = {}
         """Per level: (the nodes' state it was built from, its domains)."""
         self._moves = getattr(self, "_moves", 0) + 1
-        verts.append(root)
-        virtual = self._virtual_names(self._config)
+        virtual = virtual_names(self._config)
         for name in sorted(nodes):
             if name in virtual:
                 log.error(
@@ -320,18 +193,12 @@ class ClusterGraph:
                     extra={"node": name},
                 )
                 continue
-            v, e, _ = self._node_subgraph(nodes[name])
-            verts += v
-            edges += e
-        for res in self._config.resources:
-            if res.parent in ("", CLUSTER):
-                v, e = self._virtual_subgraph(res, root)
-                verts += v
-                edges += e
-        self.jgf: dict[str, Any] = {"graph": {"nodes": verts, "edges": edges}}
+            layout.add_node(nodes[name])
+            self._index_taints(nodes[name])
+        layout.add_virtual_resources()
         self._empty: Graph | None = None
         self._g = Graph(
-            _jgf_text(self.jgf),
+            jgf_text(self.jgf),
             policy=self.policy,
             partial_pools=set(PARTIAL_POOLS),
             keep_canceled=False,
@@ -409,102 +276,7 @@ class ClusterGraph:
 
     def level_path(self, node: Node) -> list[tuple[str, str]]:
         """(type, label value) of each topology level the node has, outermost first."""
-        labels = node.metadata.labels
-        return [(level_type(k), labels[k]) for k in self.topology_keys if labels.get(k)]
-
-    def _levels_for(
-        self, node: Node
-    ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-        """The node's parent vertex, the level vertices above it that exist already, and
-        the level vertices and edges to add for it."""
-        parent = self._root
-        existing: list[dict[str, Any]] = []
-        verts: list[dict[str, Any]] = []
-        edges: list[dict[str, Any]] = []
-        for typ, value in self.level_path(node):
-            path = f"{parent['metadata']['paths']['containment']}/{value}"
-            found = self._levels.get(path)
-            if found is None:
-                found = self._b.vertex(typ, typ, value, parent["metadata"]["paths"]["containment"])
-                self._levels[path] = found
-                verts.append(found)
-                edges.append(_edge(parent["id"], found["id"]))
-            elif not verts:
-                existing.append(found)
-            parent = found
-        return parent, existing, verts, edges
-
-    def _node_subgraph(
-        self, node: Node
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-        """The node's vertices and edges (new levels included), and the existing levels above."""
-        parent, above, verts, edges = self._levels_for(node)
-        cap = node_capacity(node)
-        nv_json = self._b.vertex(
-            "node",
-            "node",
-            node.name,
-            parent["metadata"]["paths"]["containment"],
-            rank=True,
-            flat={"hostname": node.name},
-            properties={names.PROPERTY_VIRTUAL_FALSE: ""},
-        )
-        path = nv_json["metadata"]["paths"]["containment"]
-        nv = NodeVertices(uid=nv_json["id"], path=path, capacity=cap, node=node)
-        self._index_taints(node)
-        nv.down = not schedulable(node)
-        verts.append(nv_json)
-        edges.append(_edge(parent["id"], nv.uid))
-        for t in COMPUTE_TYPES:
-            size = cap.get(t, 0)
-            if size <= 0:
-                continue
-            pj = self._b.vertex(t, t, "", path, size=size, unit=_UNITS[t])
-            md = pj["metadata"]
-            nv.pools[t] = PoolVertex(pj["id"], t, md["name"], md["paths"]["containment"], size)
-            verts.append(pj)
-            edges.append(_edge(nv.uid, pj["id"]))
-        for res in self._config.resources:
-            if res.parent == node.name:
-                v, e = self._virtual_subgraph(res, nv_json)
-                verts += v
-                edges += e
-        self._nodes[node.name] = nv
-        self._moves = getattr(self, "_moves", 0) + 1
-        return verts, edges, above
-
-    def _virtual_subgraph(
-        self, res: Resource, parent: dict[str, Any], top: bool = True
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        ppath = parent["metadata"]["paths"]["containment"]
-        vj = self._b.vertex(
-            "node",
-            res.type,
-            res.name,
-            ppath,
-            size=res.count,
-            rank=True,
-            properties=virtual_properties(res),
-        )
-        verts = [vj]
-        edges = [_edge(parent["id"], vj["id"])]
-        if top:
-            md = vj["metadata"]
-            attrs = dict(res.attributes)
-            if res.backend:
-                attrs.setdefault(names.ATTR_BACKEND, res.backend)
-            self._backends[md["paths"]["containment"]] = Backend(
-                vj["id"],
-                md["name"],
-                md["paths"]["containment"],
-                frozenset(res.subtree_types()),
-                attrs,
-            )
-        for child in res.children:
-            v, e = self._virtual_subgraph(child, vj, top=False)
-            verts += v
-            edges += e
-        return verts, edges
+        return self._layout.level_path(node)
 
     # ---- live updates ------------------------------------------------------------------
 
@@ -521,12 +293,11 @@ class ClusterGraph:
                         f"node {node.name!r} has the name of a configured resource ({path}); "
                         "it is left out of the graph until one of them is renamed"
                     )
-                v, e, above = self._node_subgraph(node)
-                sub = {"graph": {"nodes": [self._root, *above, *v], "edges": e}}
-                self._g.attach(_jgf_text(sub))
+                sub = self._layout.add_node(node)
+                self._moves += 1
+                self._index_taints(node)
+                self._g.attach(jgf_text(sub))
                 self._drop_reservations()  # they may start earlier on the new node
-                self.jgf["graph"]["nodes"] += v
-                self.jgf["graph"]["edges"] += e
                 self._empty = None
                 if self._nodes[node.name].down:
                     self._g.set_status(self._nodes[node.name].path, False)
@@ -563,17 +334,10 @@ class ClusterGraph:
     def _remove(self, name: str) -> None:
         self._drop_reservations()  # the matcher removes no vertex a reservation holds
         self._moves += 1
-        nv = self._nodes.pop(name)
+        nv = self._layout.remove_node(name)
         self._tainted.discard(name)
         self._g.remove(nv.path)
-        gone = {nv.uid, *(p.uid for p in nv.pools.values())}
-        self.jgf["graph"]["nodes"] = [v for v in self.jgf["graph"]["nodes"] if v["id"] not in gone]
-        self.jgf["graph"]["edges"] = [
-            e for e in self.jgf["graph"]["edges"] if e["target"] not in gone
-        ]
         self._empty = None
-        for path in [p for p in self._backends if p.startswith(nv.path + "/")]:
-            del self._backends[path]
 
     def _index_taints(self, node: Node) -> None:
         if any(t.effect in TAINT_EFFECTS for t in node.spec.taints):
@@ -612,7 +376,7 @@ class ClusterGraph:
         GraphUpdateError (nothing changed) when the config does not fit the cluster.
         """
         with self.lock:
-            taken = sorted(self._virtual_names(config) & set(self._live_nodes()))
+            taken = sorted(virtual_names(config) & set(self._live_nodes()))
             if taken:
                 raise GraphUpdateError(
                     f"resources {taken} have the names of nodes; the resources config was "
@@ -832,7 +596,7 @@ class ClusterGraph:
 
     def _empty_copy(self) -> Graph:
         return Graph(
-            _jgf_text(self.jgf),
+            jgf_text(self.jgf),
             policy=self.policy,
             partial_pools=set(PARTIAL_POOLS),
             keep_canceled=False,

@@ -9,7 +9,8 @@ import msgspec
 import pytest
 
 from fluence import names, resources
-from fluence.cluster_graph import ClusterGraph, level_type
+from fluence.cluster_graph import ClusterGraph
+from fluence.graph_layout import level_type
 from fluence.group_jobspec import JobspecError
 from fluence.groups import identify
 from fluence.ledger import Ledger
