@@ -381,11 +381,6 @@ class Ledger:
         with self.lock:
             return self.preemption.for_group(group)
 
-    def preempting(self) -> dict[str, str]:
-        """Groups being preempted -> the group that preempts them."""
-        with self.lock:
-            return dict(self.preemption.evicting)
-
     def _remember(self, group: str, last: LastMatch) -> None:
         with self.lock:
             self._last_match[group] = last
@@ -451,7 +446,9 @@ class Ledger:
             log.info("allocation released", extra={"pod": pod, "group": h.group, "reason": reason})
             if self.recovery.waiting_to_be_accounted():
                 # Capacity came free: pods of other schedulers that did not fit may fit now.
-                self.recovery.retry()
+                # A retry only holds, so it never comes back here.
+                with self.graph.lock:
+                    self.recovery.retry()
             return h
 
     def expire(self) -> list[str]:
@@ -521,7 +518,3 @@ class Ledger:
             for k, h in list(self._holdings.items()):
                 if h.state == TENTATIVE and k not in present:
                     self.release(k, "the pod no longer exists")
-
-    def unaccounted(self) -> list[str]:
-        with self.lock:
-            return self.recovery.unaccounted()

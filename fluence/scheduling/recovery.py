@@ -71,7 +71,6 @@ class Recovery:
         self._claimants: dict[str, dict[str, Pod]] = {}
         """Backend name -> pods without a trusted record that name it while another holds it:
         they take it over when it is let go, so it is never handed to a third pod."""
-        self._retrying = False
         store.freed.append(self._hand_over)
 
     def follow(self, pod: Pod) -> None:
@@ -95,6 +94,14 @@ class Recovery:
                 return
             # Bound somewhere else than we held: re-hold where it really runs.
             self._release(key, f"bound to {pod.spec.node_name}, not {h.node}")
+        self._account(pod, rec)
+
+    def _account(self, pod: Pod, rec: AllocationRecord | None) -> None:
+        """Hold a bound pod that holds nothing: by its record, else by its requests.
+
+        Only ever holds (a pod that does not fit waits in ``_unaccounted``), so it
+        frees no capacity and can start no retry of its own.
+        """
         if rec is not None and rec.node in ("", pod.spec.node_name):
             self._replay(pod, rec)
         else:
@@ -254,24 +261,18 @@ class Recovery:
             self._holdings[key] = h  # indexed again under the group it joined
 
     def retry(self) -> None:
-        """Capacity appeared: account again the pods that did not fit before.
+        """Capacity appeared (a release, a node): hold the pods that did not fit before.
 
-        Called by the ledger after a release or a node change; a retry that frees
-        capacity itself (it cannot: it only holds) would not start another.
+        Holding frees nothing, so a retry never leads to another one.
         """
-        if self._retrying:
-            return
-        self._retrying = True
-        try:
-            for pod in list(self._unaccounted.values()):
-                self._unaccounted.pop(pod.key, None)
-                self.follow(pod)
-        finally:
-            self._retrying = False
+        for pod in list(self._unaccounted.values()):
+            del self._unaccounted[pod.key]
+            if pod.key not in self._holdings:
+                self._account(pod, trusted_record(pod, self.seal, self.events))
 
     def waiting_to_be_accounted(self) -> bool:
-        """Pods that did not fit are waiting for capacity (and no retry runs now)."""
-        return bool(self._unaccounted) and not self._retrying
+        """Pods that did not fit are waiting for capacity."""
+        return bool(self._unaccounted)
 
     def released(self, pod: str) -> None:
         """``pod``'s holding is gone: it is not waiting to be accounted either."""

@@ -386,9 +386,9 @@ def test_a_foreign_pod_that_did_not_fit_is_accounted_once_fluence_releases_capac
     # Another scheduler ran a pod onto the node meanwhile (the API server accepts that).
     theirs = bound(make_pod("theirs", cpu="1", scheduler="default-scheduler"), "a")
     ledger.observe(theirs)
-    assert ledger.unaccounted() == ["default/theirs"]
+    assert ledger.recovery.unaccounted() == ["default/theirs"]
     ledger.release("default/ours", "pod Succeeded")
-    assert ledger.unaccounted() == []
+    assert ledger.recovery.unaccounted() == []
     assert ledger.get("default/theirs") is not None
     assert g.node_usage()["a"]["core"]["allocated"] == 1000
 

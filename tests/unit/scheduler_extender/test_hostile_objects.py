@@ -64,7 +64,7 @@ def test_a_bound_pod_asking_more_than_any_node_is_unaccounted_not_a_crash(cpu: s
     graph = ClusterGraph(EXAMPLES, [make_node("a", cpu="4")])
     ledger = Ledger(graph)
     ledger.observe(make_pod("huge", ns="mallory", cpu=cpu, node="a", phase="Running"))
-    assert ledger.unaccounted() == ["mallory/huge"]
+    assert ledger.recovery.unaccounted() == ["mallory/huge"]
     assert graph.node_usage()["a"]["core"]["allocated"] == 0
     ok = ledger.place("tenant/p", [make_pod("p", ns="tenant", cpu="4")])
     assert ok.status == "allocated"
@@ -307,7 +307,7 @@ def test_hostile_objects_never_stop_the_rebuild_nor_move_other_tenants(
     event("some pods undecodable" if len(rt.cache.pods.items()) < len(pods) else "all decoded")
     for h in ledger.holdings().values():
         event(f"a hostile pod held as {h.state}")
-    if ledger.unaccounted():
+    if ledger.recovery.unaccounted():
         event("a hostile pod left unaccounted")
     assert {"a", "b"} <= set(graph.node_names())
     # The benign tenant's pods land exactly where they land in a cluster without mallory.

@@ -85,7 +85,7 @@ def test_a_high_priority_gang_evicts_exactly_one_whole_lower_priority_gang() -> 
     assert w.evictor.calls == [
         ("default/high", {"default/low-new": sorted(p.key for p in low_new)})
     ]
-    assert w.ledger.preempting() == {"default/low-new": "default/high"}
+    assert w.ledger.preemption.evicting == {"default/low-new": "default/high"}
     # Asking again does not evict more while the victims are ending; they are planned to
     # be gone in a second, so kube-scheduler is told to try again soon.
     again = w.place(high)
@@ -95,7 +95,7 @@ def test_a_high_priority_gang_evicts_exactly_one_whole_lower_priority_gang() -> 
     assert len(w.evictor.calls) == 1
     for p in low_new:
         w.ledger.release(p.key, "pod deleted")
-    assert w.ledger.preempting() == {}
+    assert w.ledger.preemption.evicting == {}
     assert w.place(high).nodes
 
 
@@ -179,11 +179,11 @@ def test_a_podgroup_that_allows_it_loses_one_pod_not_the_whole_gang() -> None:
     assert by == "default/high" and unit.startswith("pod default/loose-") and len(pods) == 1
     assert unit == f"pod {pods[0]}"
     assert f"preempting lower-priority pod(s) {pods[0]}" in message
-    assert w.ledger.preempting() == {unit: "default/high"}
+    assert w.ledger.preemption.evicting == {unit: "default/high"}
     # The other three keep running and stay candidates for someone else; the one goes.
     assert len([k for k in w.ledger.holdings() if k.startswith("default/loose-")]) == 4
     w.ledger.release(pods[0], "pod deleted")
-    assert w.ledger.preempting() == {}
+    assert w.ledger.preemption.evicting == {}
     assert w.place(w.gang("high", 1, "2", priority=1000)).nodes
 
 
@@ -225,7 +225,7 @@ def test_two_asks_for_one_group_at_once_evict_for_one_choice_only() -> None:
     assert len(w.evictor.calls) == 1
     ((by, victims),) = w.evictor.calls
     assert by == "default/high" and list(victims) == ["default/low-b"]
-    assert w.ledger.preempting() == {"default/low-b": "default/high"}
+    assert w.ledger.preemption.evicting == {"default/low-b": "default/high"}
 
 
 def test_no_victims_when_room_came_free_after_the_match_failed() -> None:
@@ -254,7 +254,7 @@ def test_room_freed_by_victims_is_kept_for_the_preempting_group() -> None:
     w.run(victim)
     high = w.gang("high", 4, "4", priority=1000)
     assert not w.place(high).nodes
-    assert w.ledger.preempting() == {"default/victim": "default/high"}
+    assert w.ledger.preemption.evicting == {"default/victim": "default/high"}
     for p in victim[:2]:
         w.ledger.release(p.key, "pod deleted")
     # Short enough to end long before the victims' estimated end (an hour).
@@ -264,7 +264,7 @@ def test_room_freed_by_victims_is_kept_for_the_preempting_group() -> None:
     assert w.ledger.get(small[0].key) is None
     for p in victim[2:]:
         w.ledger.release(p.key, "pod deleted")
-    assert w.ledger.preempting() == {}
+    assert w.ledger.preemption.evicting == {}
     assert w.place(high).nodes
     assert len(w.evictor.calls) == 1
 
@@ -298,7 +298,7 @@ def test_no_short_job_slips_in_front_of_a_preemptor_while_its_victims_go() -> No
     w.run(victim)
     high = w.gang("high", 3, "4", priority=1000, activeDeadlineSeconds=10)
     assert not w.place(high).nodes
-    assert w.ledger.preempting() == {"default/victim": "default/high"}
+    assert w.ledger.preemption.evicting == {"default/victim": "default/high"}
     w.ledger.release(victim[0].key, "pod deleted")
     now[0] = 3.5  # the other victim pod is slow to go: held on from 3 s to 4 s
     quick = w.gang("quick", 1, "4", priority=10, activeDeadlineSeconds=1)
