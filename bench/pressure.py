@@ -45,6 +45,7 @@ from fluence import resources  # noqa: E402
 from fluence.cluster_graph import ClusterGraph  # noqa: E402
 from fluence.ledger import Ledger  # noqa: E402
 from fluence.pods import Pod, decode_pod  # noqa: E402
+from fluence.scheduling.backfill import NONE, conservative  # noqa: E402
 from tests.unit.fluence.test_pods import make_node, make_pod  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -107,7 +108,7 @@ def simulate(rule: str, nodes: int, stream: list[Group], limit: int) -> dict[str
         [make_node(f"n{i:02d}", cpu=str(CPU)) for i in range(nodes)],
         clock=clock,
     )
-    ledger = Ledger(graph, clock=clock, reserve_depth=32 if rule == "fluence" else 0)
+    ledger = Ledger(graph, clock=clock, backfill=conservative() if rule == "fluence" else NONE)
     groups = [Group(g.name, g.size, g.runtime, g.arrival, g.priority) for g in stream]
     for g in groups:
         g.pods = pods_of(g)

@@ -33,6 +33,7 @@ from fluence.cluster_graph import ClusterGraph
 from fluence.events import NoEvents, PodEvents
 from fluence.pods import Pod, pod_requests, split_requests
 from fluence.runtimes import group_enforced, group_runtime
+from fluence.scheduling.backfill import Backfill, conservative
 from fluence.scheduling.holdings import (
     COMMITTED,
     TENTATIVE,
@@ -49,7 +50,7 @@ from fluence.scheduling.record import (
 )
 from fluence.scheduling.recovery import Recovery
 from fluence.scheduling.request import GroupRequest, LedgerError, PlaceResult
-from fluence.scheduling.reservations import DEFAULT_DEPTH, Reservations
+from fluence.scheduling.reservations import Reservations
 from fluence.scheduling.topology import PACK, SPREADS, DomainChoice
 from fluxion_nb.errors import NotFoundError, StateError
 
@@ -111,7 +112,7 @@ class Ledger:
         seal: RecordSeal | None = None,
         events: PodEvents | None = None,
         default_runtime: int = DEFAULT_RUNTIME,
-        reserve_depth: int = DEFAULT_DEPTH,
+        backfill: Backfill | None = None,
         spread: str = PACK,
     ) -> None:
         if spread not in SPREADS:
@@ -143,8 +144,10 @@ class Ledger:
             release=self.release,
         )
         """Holdings that follow the pods the API server shows (restart replay included)."""
-        self.reservations = Reservations(graph, self.store.new_id, reserve_depth)
-        """The waiting groups in order and the reservations of the first ``reserve_depth``."""
+        self.reservations = Reservations(
+            graph, self.store.new_id, backfill if backfill is not None else conservative()
+        )
+        """The waiting groups in order and the reservations the ``backfill`` policy keeps."""
         self.preemption = Preemption(graph)
         """Who is being evicted for whom, and the choice of victims."""
         self._version = 0

@@ -17,8 +17,8 @@ from fluence.events import EventRecorder, api_poster
 from fluence.kube_client import api_client
 from fluence.ledger import Ledger
 from fluence.reflectors import ClusterReflectors
+from fluence.scheduling import backfill
 from fluence.scheduling.record import SealKeyError, load_seal
-from fluence.scheduling.reservations import depth_of
 from fluence.serving import TLSFiles, run, serve_app
 from fluence.settings import parse_command_line
 from fluence.untrusted import UntrustedObjects
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         seal=seal,
         events=events,
         default_runtime=settings.default_runtime,
-        reserve_depth=depth_of(settings.backfill, settings.reserve_depth),
+        backfill=backfill.named(settings.backfill, settings.reserve_depth),
         spread=settings.spread,
     )
     runtime = ClusterWatch(cache, graph, ledger, UntrustedObjects(events))

@@ -1,10 +1,10 @@
 """Reservations: the waiting groups in order, and the capacity held for the first of them.
 
-The first ``depth`` waiting groups hold reservations: matcher jobs at the earliest
-time their capacity frees, made with Fluxion's ``allocate_orelse_reserve`` from
-each holding's expected end. Every match made now must leave those spans free, so
-a later group is placed now only where it delays no group ahead of it
-(conservative backfill; ``depth`` 1 is EASY: only the head is protected).
+The first ``depth`` waiting groups (the :mod:`~fluence.scheduling.backfill`
+policy's) hold reservations: matcher jobs at the earliest time their capacity
+frees, made with Fluxion's ``allocate_orelse_reserve`` from each holding's
+expected end. Every match made now must leave those spans free, so a later
+group is placed now only where it delays no group ahead of it.
 Reservations are made again, in order, whenever capacity frees or the order
 changes, so they move earlier when pods end early. This unit owns the queue, the
 depth and when to make reservations again; it never places or holds a pod. Callers
@@ -20,23 +20,12 @@ from typing import Any
 
 from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import GroupSpecs
+from fluence.scheduling.backfill import Backfill
 from fluence.scheduling.queue import GroupQueue, Reservation, Waiting
 from fluence.scheduling.request import PlaceResult
 from fluxion_nb.errors import InputError, StateError
 
 log = logging.getLogger(__name__)
-
-CONSERVATIVE = "conservative"
-EASY = "easy"
-BACKFILLS = (CONSERVATIVE, EASY)
-DEFAULT_DEPTH = 32
-
-
-def depth_of(backfill: str, depth: int = DEFAULT_DEPTH) -> int:
-    """Waiting groups that hold a reservation under ``backfill``: EASY protects the head only."""
-    if backfill not in BACKFILLS:
-        raise ValueError(f"backfill must be one of {', '.join(BACKFILLS)}, not {backfill!r}")
-    return 1 if backfill == EASY else depth
 
 
 def ordinal(n: int) -> str:
@@ -47,10 +36,11 @@ def ordinal(n: int) -> str:
 class Reservations:
     """The queue of waiting groups and the reservations of its first ``depth``."""
 
-    def __init__(self, graph: ClusterGraph, new_id: Callable[[], int], depth: int) -> None:
+    def __init__(self, graph: ClusterGraph, new_id: Callable[[], int], backfill: Backfill) -> None:
         self.graph = graph
         self.queue = GroupQueue()
-        self.depth = depth
+        self.backfill = backfill
+        self.depth = backfill.depth
         """Waiting groups that hold a reservation (1: EASY backfill)."""
         self._new_id = new_id
         self._reserved: list[str] = []

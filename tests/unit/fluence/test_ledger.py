@@ -15,6 +15,7 @@ from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from fluence.pods import Pod, decode_pod
 from fluence.recovery import recover_from_cluster
+from fluence.scheduling.backfill import NONE
 from fluence.scheduling.holdings import COMMITTED, FOREIGN, TENTATIVE
 from fluence.scheduling.record import decode_record
 from fluence.scheduling.request import LedgerError
@@ -244,7 +245,7 @@ class LedgerMachine(RuleBasedStateMachine):
         )
         # No reservations: the graph then holds exactly what the holdings do (waiting groups
         # and their reservations have their own properties in test_reservations.py).
-        self.ledger = Ledger(self.graph, unbound_timeout=50, clock=self.clock, reserve_depth=0)
+        self.ledger = Ledger(self.graph, unbound_timeout=50, clock=self.clock, backfill=NONE)
         self.n = 0
 
     @rule(size=st.integers(1, 4), cpu=st.sampled_from(["500m", "1", "2"]), qpu=st.booleans())

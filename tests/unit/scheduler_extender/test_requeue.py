@@ -13,6 +13,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from fluence import names
+from fluence.scheduling.backfill import EASY, Backfill, conservative
 from scheduler_extender.requeue import Requeuer
 from tests.unit.fluence.scheduling.test_reservations import cluster, gang, place, pod, release_group
 
@@ -135,10 +136,10 @@ def test_a_pod_that_cannot_be_marked_does_not_stop_the_others() -> None:
     assert writes.pods() == ["default/waiting-0", "default/waiting-1", "default/waiting-2"]
 
 
-@pytest.mark.parametrize("depth", [1, 4])
-def test_groups_beyond_the_reserved_depth_are_left_to_kube_scheduler(depth: int) -> None:
+@pytest.mark.parametrize("backfill", [EASY, conservative(4)], ids=["easy", "conservative-4"])
+def test_groups_beyond_the_reserved_depth_are_left_to_kube_scheduler(backfill: Backfill) -> None:
     """Only a reserved group is known to fit now; the others are matched when they ask."""
-    ledger, clock = cluster(4, depth=depth)
+    ledger, clock = cluster(4, backfill=backfill)
     blocker = gang("blocker", 4, 100)
     place(ledger, "blocker", blocker)
     for name in ("x", "y"):
@@ -147,4 +148,4 @@ def test_groups_beyond_the_reserved_depth_are_left_to_kube_scheduler(depth: int)
     clock.t += 2
     writes = Writes()
     requeuer(ledger, writes).check()
-    assert writes.pods() == ["default/x", "default/y"][:depth]
+    assert writes.pods() == ["default/x", "default/y"][: backfill.depth]

@@ -17,6 +17,7 @@ from fluence import names, resources
 from fluence.cluster_graph import EXTENSION, ClusterGraph
 from fluence.ledger import PARKED_SECONDS, Ledger
 from fluence.pods import Pod, decode_pod
+from fluence.scheduling.backfill import EASY, Backfill, conservative
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 
@@ -28,14 +29,16 @@ class Clock:
         return self.t
 
 
-def cluster(nodes: int, *, depth: int = 32, default_runtime: int = 3600) -> tuple[Ledger, Clock]:
+def cluster(
+    nodes: int, *, backfill: Backfill | None = None, default_runtime: int = 3600
+) -> tuple[Ledger, Clock]:
     clock = Clock()
     graph = ClusterGraph(
         resources.parse("resources: []"),
         [make_node(f"n{i}", cpu="1") for i in range(nodes)],
         clock=clock,
     )
-    ledger = Ledger(graph, clock=clock, reserve_depth=depth, default_runtime=default_runtime)
+    ledger = Ledger(graph, clock=clock, backfill=backfill, default_runtime=default_runtime)
     return ledger, clock
 
 
@@ -176,7 +179,7 @@ def test_priority_goes_before_arrival() -> None:
 
 
 def test_easy_backfill_reserves_only_the_head() -> None:
-    ledger, clock = cluster(2, depth=1)
+    ledger, clock = cluster(2, backfill=EASY)
     for p in (pod("a", 100), pod("b", 100)):
         place(ledger, p.metadata.name, [p])
     place(ledger, "first", gang("first", 2, 10))
@@ -278,7 +281,7 @@ def test_no_backfilled_group_ever_delays_a_reservation_and_nothing_is_overcommit
     """Checked against the test's own model, not the ledger's accounting: which pods run
     where (each one-cpu pod on a one-cpu node: at most one per node), and the queue order
     (priority, then first ask)."""
-    ledger, clock = cluster(4, depth=8)
+    ledger, clock = cluster(4, backfill=conservative(8))
     running: list[list[Pod]] = []
     where: dict[str, str] = {}
     """Pod key -> the node the model has it running on."""
