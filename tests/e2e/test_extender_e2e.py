@@ -605,7 +605,13 @@ def test_restart_after_kill_rebuilds_the_same_state_and_never_double_books(
         f"{fits} late pods to be bound",
         lambda: suite.describe(*more),
     )
-    time.sleep(3)
+    # The others were tried and refused: a decision, not a pause, before the checks.
+    wait_for(
+        lambda: all(suite.node_of(p) or suite.unschedulable_message(p) for p in [*more, "q2"]),
+        60,
+        "the pods that cannot fit to be refused",
+        lambda: suite.describe(*more, "q2"),
+    )
     _assert_no_overcommit(suite)
     assert sum(bool(suite.node_of(p)) for p in more) == fits
     assert suite.node_of("q2") == "", "a third qpu pod must wait: two backends, both held"

@@ -113,6 +113,17 @@ class HA:
         )
         return result
 
+    def refused(self) -> set[str]:
+        """Pods kube-scheduler tried and could not place (PodScheduled False)."""
+        return {
+            p["metadata"]["name"]
+            for p in self.pods()
+            if any(
+                c.get("type") == "PodScheduled" and c.get("status") == "False"
+                for c in (p.get("status") or {}).get("conditions") or []
+            )
+        }
+
     def detail(self) -> str:
         out = []
         for p in self.pods():
@@ -254,7 +265,13 @@ def test_standby_takes_over_after_the_leader_and_its_extender_are_killed(ha: HA)
         f"{fits} late pods to be bound",
         ha.detail,
     )
-    time.sleep(4)
+    # The waiting ones were tried and refused: a decision, not a pause, before the checks.
+    wait_for(
+        lambda: {"q2", *(p for p in late if p not in ha.bound())} <= ha.refused(),
+        60,
+        "the pods that cannot fit to be refused",
+        ha.detail,
+    )
     bound = ha.bound()
     assert sum(p in bound for p in late) == fits, ha.detail()
     assert "q2" not in bound, "both backends are held: a third qpu pod must wait"

@@ -518,6 +518,12 @@ def _phase(installed: Installed, name: str) -> str:
     return str(installed.pod(NS, name).get("status", {}).get("phase"))
 
 
+def _queued(installed: Installed, name: str) -> bool:
+    """The queue matched the pod's group and it did not fit (its reason is written)."""
+    conds = installed.pod(NS, name).get("status", {}).get("conditions") or []
+    return any(c.get("type") == names.CONDITION_QUEUED and c.get("status") == "True" for c in conds)
+
+
 def test_a_job_gang_and_a_native_podgroup_gang_run_to_completion_and_are_released(
     installed: Installed,
 ) -> None:
@@ -615,7 +621,13 @@ def test_a_killed_extender_is_restarted_by_the_kubelet_and_books_nothing_twice(
         TIMEOUT_S,
         "one more quantum pod to run",
     )
-    time.sleep(5)  # time for a wrong placement of the other one to show
+    # The other was matched and refused by the queue (its Queued condition says why):
+    # a decision, not a pause, before the checks.
+    wait_for(
+        lambda: _queued(installed, "second") or _queued(installed, "third"),
+        TIMEOUT_S,
+        "the queue to refuse the other quantum pod",
+    )
     running = [n for n in ("second", "third") if _phase(installed, n) == "Running"]
     waiting = [n for n in ("second", "third") if n not in running]
     assert len(running) == 1 and len(waiting) == 1, (running, waiting)
