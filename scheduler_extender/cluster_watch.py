@@ -1,6 +1,6 @@
 """Wiring the shared reflectors to the graph and the ledger, after startup recovery.
 
-Startup: the reflectors list everything; then :func:`fluence.recovery.recover_from_cluster`
+Startup: the reflectors list everything; then :func:`fluence.startup_rebuild.recover_from_cluster`
 builds the graph and the ledger, and only then is the extender ready. From there
 on every watch event flows into the graph (nodes) or the ledger (pods), which
 also keeps a standby replica's ledger current.
@@ -17,7 +17,7 @@ from fluence.cluster_graph import ClusterGraph, GraphUpdateError
 from fluence.config_watch import ConfigWatcher
 from fluence.ledger import Ledger
 from fluence.pods import Node, Pod
-from fluence.recovery import recover_from_cluster
+from fluence.startup_rebuild import recover_from_cluster
 from fluence.reflectors import DELETED, ClusterReflectors
 from fluence.untrusted import UntrustedObjects, node_ref, pod_ref
 

@@ -14,7 +14,7 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from fluence.pods import Pod, decode_pod
-from fluence.recovery import recover_from_cluster
+from fluence.startup_rebuild import recover_from_cluster
 from fluence.scheduling.backfill import NONE
 from fluence.scheduling.holdings import COMMITTED, FOREIGN, TENTATIVE
 from fluence.scheduling.record import decode_record

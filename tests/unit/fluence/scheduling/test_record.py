@@ -11,7 +11,7 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from fluence.pods import Pod
-from fluence.recovery import recover_from_cluster
+from fluence.startup_rebuild import recover_from_cluster
 from fluence.scheduling.holdings import COMMITTED, FOREIGN
 from fluence.scheduling.record import AllocationRecord, DeviceRecord, RecordSeal, encode_record
 from tests.unit.fluence.test_ledger import bound

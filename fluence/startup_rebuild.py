@@ -1,4 +1,4 @@
-"""Startup recovery: the graph and the ledger rebuilt from what the API server says.
+"""Startup rebuild: the graph and the ledger made again from what the API server says.
 
 The extender keeps no state of its own on disk. After a start or a restart the
 reflectors list every Node and Pod; the graph is built from the nodes and every
