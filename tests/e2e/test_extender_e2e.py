@@ -844,7 +844,21 @@ def _kill_9_rounds(suite: Suite) -> None:
             "the late pods to be placed",
             lambda r=round_: suite.describe(*(f"late{r}-{i}" for i in range(4))),
         )
-    time.sleep(3)
+
+    def settled() -> bool:
+        """No bind in flight (nothing held tentatively) and every pod bound or refused."""
+        if any(v["state"] == "tentative" for v in suite.state_pods().values()):
+            return False
+        pods = suite.core.list_namespaced_pod(suite.ns).items
+        return all(
+            p.spec.node_name
+            or any(
+                c.type == "PodScheduled" and c.status == "False" for c in p.status.conditions or []
+            )
+            for p in pods
+        )
+
+    wait_for(settled, 60, "every pod to be bound or refused", suite.stack.extender.log_tail)
     print(
         "kill -9 rounds (rebuild seconds, our filter during the rebuild, "
         f"calls answered 'retry'): {rounds}"
