@@ -19,6 +19,10 @@ its capacity: before every match, jobs that reached their planned end are
 held on a little longer (1 s, then twice as long each time, up to
 :data:`EXTENSION`), and the reservations (which may sit on that capacity) are
 dropped for their owner to make again.
+
+This unit owns the matcher graph and every job held on it. Of a pod it asks only
+which nodes it may use (:mod:`fluence.node_rules`); groups, holdings and the
+queue are the scheduling core's, which maps them onto jobs.
 """
 
 from __future__ import annotations

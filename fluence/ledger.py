@@ -16,6 +16,9 @@ last handed out again by filter; filter hands it out on every retry, so a gang
 waiting in the scheduler keeps its place while it keeps being retried. A group
 whose members are not all bound ``gang_timeout`` seconds after its match lets go
 of the unbound ones (:meth:`Ledger.expire`).
+
+The ledger owns only the order of those steps and its lock; it never talks to the
+API server (callers bring pods and write what it decides).
 """
 
 from __future__ import annotations
