@@ -17,8 +17,8 @@ from fluence.cluster_graph import ClusterGraph, GraphUpdateError
 from fluence.config_watch import ConfigWatcher
 from fluence.ledger import Ledger
 from fluence.pods import Node, Pod
-from fluence.startup_rebuild import recover_from_cluster
 from fluence.reflectors import DELETED, ClusterReflectors
+from fluence.startup_rebuild import recover_from_cluster
 from fluence.untrusted import UntrustedObjects, node_ref, pod_ref
 
 log = logging.getLogger(__name__)

@@ -14,11 +14,11 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from fluence.pods import Pod, decode_pod
-from fluence.startup_rebuild import recover_from_cluster
 from fluence.scheduling.backfill import NONE
 from fluence.scheduling.holdings import COMMITTED, FOREIGN, TENTATIVE
 from fluence.scheduling.record import decode_record
 from fluence.scheduling.request import LedgerError
+from fluence.startup_rebuild import recover_from_cluster
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 EXAMPLES = resources.load("examples/resources.yaml")

@@ -11,9 +11,9 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from fluence.pods import Pod
-from fluence.startup_rebuild import recover_from_cluster
 from fluence.scheduling.holdings import COMMITTED, FOREIGN
 from fluence.scheduling.record import AllocationRecord, DeviceRecord, RecordSeal, encode_record
+from fluence.startup_rebuild import recover_from_cluster
 from tests.unit.fluence.test_ledger import bound
 from tests.unit.fluence.test_pods import make_node, make_pod
 
