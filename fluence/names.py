@@ -157,3 +157,31 @@ def annotation_fieldpath(annotation: str) -> str:
 def devices_env(rtype: str) -> str:
     """FLUENCE_<TYPE>_DEVICES: the ``rtype`` device IDs the kubelet granted a container."""
     return ENV_DEVICES_PREFIX + _NOT_ALNUM.sub("_", rtype).upper() + ENV_DEVICES_SUFFIX
+
+
+# QRMI (the Quantum Resource Management Interface): the names its programs read, so a
+# program written for QRMI's Slurm plugin runs unchanged on the backend fluence chose.
+ANNOTATION_QRMI_RESOURCES = f"{DOMAIN}/qrmi-resources"
+"""Written at placement: the QRMI resource names a pod got, in order, comma-separated."""
+ANNOTATION_QRMI_TYPES = f"{DOMAIN}/qrmi-types"
+"""Written at placement: the QRMI type of each of those resources, same order."""
+ENV_QRMI_JOB_QPU_RESOURCES = "QRMI_JOB_QPU_RESOURCES"
+ENV_QRMI_JOB_QPU_TYPES = "QRMI_JOB_QPU_TYPES"
+ENV_SLURM_JOB_QPU_RESOURCES = "SLURM_JOB_QPU_RESOURCES"
+"""QRMI's fallback name, as its Slurm plugin also sets it; older programs read this one."""
+ENV_SLURM_JOB_QPU_TYPES = "SLURM_JOB_QPU_TYPES"
+QRMI_LIST_DELIMITER = ","
+"""QRMI's default separator (``QRMI_LIST_DELIMITER`` unset)."""
+QRMI_KEY_PREFIX = "QRMI_"
+"""Keys of a QRMI resource's ``environment``: each becomes ``<resource name>_<key>``."""
+QRMI_JOB_TIMEOUT_KEY = "QRMI_JOB_TIMEOUT_SECONDS"
+QRMI_JOB_ACQUISITION_TOKEN_KEY = "QRMI_JOB_ACQUISITION_TOKEN"
+ATTR_QRMI_TYPE = "qrmi_type"
+"""The backend attribute holding a QRMI type; required as ``require-qrmi_type: <type>``."""
+QRMI_SECRET = "fluence-qrmi"
+"""Default Secret (in the pod's namespace) holding QRMI credentials, keyed ``<name>_<key>``."""
+
+
+def qrmi_env(resource: str, key: str) -> str:
+    """``<resource>_<key>``: QRMI's per-resource variable, the resource name as written."""
+    return f"{resource}_{key}"

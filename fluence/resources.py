@@ -15,6 +15,23 @@ serves both::
 
 Attributes are inherited by children, which may override a key or clear it
 with an empty string.
+
+An entry with an ``environment`` map is a QRMI resource definition, as in the
+``qrmi_config.json`` an HPC centre keeps for QRMI's Slurm plugin, so that file
+is a resources config as it stands::
+
+    {"resources": [{"name": "ibm_fez", "type": "ibm-quantum-system",
+                    "environment": {"QRMI_IBM_QS_ENDPOINT": "https://...",
+                                    "QRMI_IBM_QS_IAM_APIKEY": ""}}]}
+
+Each becomes a backend shaped like the YAML ones, a ``qdevice`` named after it
+holding one ``qpu`` (and ``qubits`` qubits when given), so a pod asking for a
+qpu may get it, and at most one pod holds it at a time; its QRMI type is the
+attribute ``qrmi_type``. Credentials (API keys, tokens, secrets) are never
+written here: their value is left empty and read by the pod from a Secret
+(``secret``, default ``fluence-qrmi``, key ``<name>_<key>``); a value written
+inline makes the whole config refused. ``secret``, ``qubits`` and
+``attributes`` are fluence's own fields; QRMI ignores them.
 """
 
 from __future__ import annotations
@@ -27,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from fluence import names
+from fluence import names, qrmi
 
 
 class ResourcesConfigError(ValueError):
@@ -61,6 +78,8 @@ class Resource:
 class ResourcesConfig:
     resources: tuple[Resource, ...] = ()
     registry: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    qrmi: tuple[qrmi.QrmiResource, ...] = ()
+    """The QRMI resource definitions among ``resources``, in config order."""
 
     def walk(self) -> Iterator[Resource]:
         for r in self.resources:
@@ -90,7 +109,15 @@ def parse(text: str) -> ResourcesConfig:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ResourcesConfigError(f"resources config is not valid YAML: {e}") from None
+        # Not str(e): it quotes the offending line, which may hold a credential.
+        where = ""
+        mark = getattr(e, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(e, "problem", None) or "unparsable"
+        raise ResourcesConfigError(
+            f"resources config is not valid YAML (or JSON): {problem}{where}"
+        ) from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -104,14 +131,21 @@ def parse(text: str) -> ResourcesConfig:
             "'resources:' list (check the schema)"
         )
     registry = _registry(doc.get("attributes"))
-    resolved = tuple(_resource(r, {}, "", registry, top=True) for r in raw_resources)
+    qrmi_defs = []
+    resolved_list = []
+    for raw in raw_resources:
+        if isinstance(raw, dict) and "environment" in raw:
+            definition, raw = _qrmi_entry(raw, registry)
+            qrmi_defs.append(definition)
+        resolved_list.append(_resource(raw, {}, "", registry, top=True))
+    resolved = tuple(resolved_list)
     seen_names: set[str] = set()
     for r in resolved:
         if r.name:
             if r.name in seen_names:
                 raise ResourcesConfigError(f"resource name {r.name!r} is used twice")
             seen_names.add(r.name)
-    return ResourcesConfig(resolved, registry)
+    return ResourcesConfig(resolved, registry, tuple(qrmi_defs))
 
 
 def load(path: str | Path | None) -> ResourcesConfig:
@@ -122,6 +156,88 @@ def load(path: str | Path | None) -> ResourcesConfig:
     if not p.exists():
         return ResourcesConfig()
     return parse(p.read_text())
+
+
+def _qrmi_entry(
+    raw: dict[str, Any], registry: Mapping[str, Mapping[str, str]]
+) -> tuple[qrmi.QrmiResource, dict[str, Any]]:
+    """A QRMI resource definition, and the resource entry it stands for in the graph.
+
+    Errors name the entry and the key, never a value: a value may be a credential.
+    """
+    name = raw.get("name")
+    if not name or not isinstance(name, str):
+        raise ResourcesConfigError("a QRMI resource (an entry with 'environment') needs a 'name'")
+    rtype = raw.get("type")
+    if not rtype or not isinstance(rtype, str) or not _valid_type(rtype):
+        raise ResourcesConfigError(
+            f"QRMI resource {name!r}: 'type' must be a QRMI resource type such as "
+            "'ibm-quantum-system', 'pasqal-cloud' or 'alice-bob-felis'"
+        )
+    if raw.get("is_dynamic"):
+        raise ResourcesConfigError(
+            f"QRMI resource {name!r} is dynamic (is_dynamic: true): fluence schedules named "
+            "backends, so list each backend as an entry of its own"
+        )
+    secret = raw.get("secret", names.QRMI_SECRET)
+    if not isinstance(secret, str) or not _SECRET_NAME.match(secret):
+        raise ResourcesConfigError(
+            f"QRMI resource {name!r}: 'secret' must name a Secret (lower-case letters, digits, "
+            "'-' or '.', at most 253)"
+        )
+    environment = raw.get("environment")
+    if environment is None:
+        environment = {}
+    if not isinstance(environment, dict):
+        raise ResourcesConfigError(f"QRMI resource {name!r}: 'environment' must be a map")
+    settings: list[tuple[str, str]] = []
+    secrets: list[str] = []
+    for key, value in environment.items():
+        if not isinstance(key, str) or not _ENV_KEY.match(key):
+            raise ResourcesConfigError(
+                f"QRMI resource {name!r}: environment key {key!r} must be letters, digits "
+                "and '_', not starting with a digit"
+            )
+        if key in (names.QRMI_JOB_ACQUISITION_TOKEN_KEY, names.QRMI_JOB_TIMEOUT_KEY):
+            raise ResourcesConfigError(
+                f"QRMI resource {name!r}: {key} is set for each job (the acquisition, the "
+                "pod's activeDeadlineSeconds), not in the config; remove it"
+            )
+        if qrmi.is_credential(key):
+            if value not in (None, ""):
+                raise ResourcesConfigError(
+                    f"QRMI resource {name!r}: {key} is a credential and its value must not be "
+                    'in the config (a ConfigMap, copied into every pod spec): set it to "" and '
+                    f"store the value in Secret {secret!r}, key "
+                    f"{names.qrmi_env(name, key)!r}, in each namespace whose pods may use "
+                    f"{name!r}"
+                )
+            secrets.append(key)
+            continue
+        settings.append((key, _scalar(value)))
+    qubits = raw.get("qubits")
+    if qubits is not None and (
+        isinstance(qubits, bool) or not isinstance(qubits, int) or qubits < 1
+    ):
+        raise ResourcesConfigError(f"QRMI resource {name!r}: 'qubits' must be a positive integer")
+    attrs = _attributes(raw.get("attributes"), registry, name)
+    attrs[names.ATTR_QRMI_TYPE] = rtype
+    qpu: dict[str, Any] = {"type": QRMI_QPU_TYPE, "count": 1}
+    if qubits:
+        qpu["with"] = [{"type": QRMI_QUBIT_TYPE, "count": qubits}]
+    entry = {"type": QRMI_DEVICE_TYPE, "name": name, "attributes": attrs, "with": [qpu]}
+    definition = qrmi.QrmiResource(name, rtype, tuple(settings), tuple(secrets), secret)
+    return definition, entry
+
+
+QRMI_DEVICE_TYPE = "qdevice"
+QRMI_QPU_TYPE = "qpu"
+QRMI_QUBIT_TYPE = "qubit"
+"""The graph shape of a QRMI resource: the types the YAML examples use, so one pod spec
+asks for either kind of backend."""
+
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 def _has_content(text: str) -> bool:
@@ -185,17 +301,7 @@ def _resource(
     if not top and raw.get("parent"):
         raise ResourcesConfigError(f"resource {rtype!r}: only top-level resources take 'parent'")
     attrs = dict(inherited)
-    spec = raw.get("attributes")
-    if isinstance(spec, str):
-        if spec not in registry:
-            raise ResourcesConfigError(
-                f"resource {name or rtype!r} references unknown attribute set {spec!r}"
-            )
-        attrs.update(registry[spec])
-    elif isinstance(spec, dict):
-        attrs.update({str(k): _scalar(v) for k, v in spec.items()})
-    elif spec is not None:
-        raise ResourcesConfigError(f"attributes must be a string reference or a map, got: {spec!r}")
+    attrs.update(_attributes(raw.get("attributes"), registry, name or rtype))
     attrs = {k: v for k, v in attrs.items() if v != ""}
     for key in attrs:
         if not _NAME.match(names.attr_annotation(key).split("/", 1)[1]):
@@ -211,6 +317,21 @@ def _resource(
         raise ResourcesConfigError(f"resource {rtype!r}: 'with' must be a list")
     children = tuple(_resource(k, attrs, backend, registry, top=False) for k in kids_raw)
     return Resource(rtype, name, int(count), str(parent), attrs, backend, children)
+
+
+def _attributes(spec: Any, registry: Mapping[str, Mapping[str, str]], who: str) -> dict[str, str]:
+    """An entry's own attributes: a reference into the registry (copied) or an inline map."""
+    if spec is None:
+        return {}
+    if isinstance(spec, str):
+        if spec not in registry:
+            raise ResourcesConfigError(
+                f"resource {who!r} references unknown attribute set {spec!r}"
+            )
+        return dict(registry[spec])
+    if isinstance(spec, dict):
+        return {str(k): _scalar(v) for k, v in spec.items()}
+    raise ResourcesConfigError(f"attributes must be a string reference or a map, got: {spec!r}")
 
 
 _NAME = re.compile(r"^(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fluence import names
 from fluence.json_patch import PatchBuilder
 from webhook import env, gang
-from webhook.job_runtime import JobRuntimes
+from webhook.job_runtime import JobRuntimes, needs_job_deadline
 from webhook.review import AdmissionRequest, Pod, UserInfo, allow, decode_pod, decode_review
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,8 @@ class Mutation:
     patch: PatchBuilder = field(default_factory=PatchBuilder)
     warnings: list[str] = field(default_factory=list)
     gang: gang.GangRequest | None = None
+    timeouts: env.EnvPlan | None = None
+    """Set when the pod's deadline may still come from its Job: QRMI timeouts to add then."""
 
 
 def mutate(
@@ -57,6 +59,10 @@ def mutate(
     plan = env.plan_env(pod, contract)
     result.warnings.extend(plan.warnings)
     env.add_env(plan, contract, result.patch)
+    if plan.qrmi and needs_job_deadline(pod) is not None:
+        result.timeouts = plan
+    else:
+        env.add_timeouts(plan, pod.spec.active_deadline_seconds, result.patch)
     if queue:
         add_queue_gate(pod, result.patch)
     result.gang, gang_warnings = gang.plan_gang(pod, namespace, user)
@@ -132,7 +138,7 @@ class Admission:
         mutation = mutate(
             pod, request.namespace, self.contract(), request.user_info, queue=self.queue
         )
-        calls = []
+        calls: list[Awaitable[int | None]] = []
         if mutation.gang is not None and not self.authenticated:
             mutation.warnings.append(UNAUTHENTICATED_GANG)
         if mutation.gang is not None and self.wiring is not None:
@@ -144,8 +150,15 @@ class Admission:
                     warnings=mutation.warnings,
                 )
             )
+        deadline: asyncio.Future[int | None] | None = None
         if self.runtimes is not None:
-            calls.append(self.runtimes.apply(pod, request.namespace, mutation.patch))
+            deadline = asyncio.ensure_future(
+                self.runtimes.apply(pod, request.namespace, mutation.patch)
+            )
+            calls.append(deadline)
         # Side by side: each keeps within the API budget, so together they do too.
         await asyncio.gather(*calls)
+        if mutation.timeouts is not None:
+            seconds = deadline.result() if deadline is not None else None
+            env.add_timeouts(mutation.timeouts, seconds, mutation.patch)
         return allow(request.uid, mutation.patch.ops, mutation.warnings)

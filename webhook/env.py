@@ -5,6 +5,14 @@ in the Binding; the kubelet resolves ``valueFrom.fieldRef`` when it starts a
 container, so the variables carry the placement without the webhook knowing
 it. The set of ``FLUXION_<KEY>`` variables follows the resources config and is
 re-read when that file changes (a ConfigMap update swaps it in place).
+
+QRMI programs get what QRMI's Slurm plugin would give them: the job's resources and
+types (``QRMI_JOB_QPU_*``, ``SLURM_JOB_QPU_*``) through the downward API as above,
+and each resource's ``<name>_<key>`` settings. Those names depend on the backend, and
+the backend is chosen after admission, so every QRMI backend the pod could be given
+gets its settings: plain ones as values, credentials as optional references to a
+Secret in the pod's namespace, ``<name>_QRMI_JOB_TIMEOUT_SECONDS`` from the pod's
+``activeDeadlineSeconds``. QRMI reads only the resources it is told it has.
 """
 
 from __future__ import annotations
@@ -12,12 +20,12 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fluence import names, resources
+from fluence import names, qrmi, resources
 from fluence.json_patch import PatchBuilder, pointer
 from webhook.review import Container, Pod
 
@@ -34,6 +42,35 @@ def valid_annotation_key(annotation: str) -> bool:
 
 
 @dataclass(frozen=True)
+class QrmiBackend:
+    """A QRMI resource of the config with what decides whether a pod could be given it."""
+
+    resource: qrmi.QrmiResource
+    types: frozenset[str]
+    """Every type in its subtree: a pod asking for one of them may land on it."""
+    attributes: Mapping[str, str]
+
+    def could_serve(self, requested: set[str], required: Mapping[str, str]) -> bool:
+        """True when a pod asking ``requested`` types under ``required`` attributes may get it."""
+        if not self.types & requested:
+            return False
+        for key, value in required.items():
+            have = self.resource.name if key == names.ATTR_BACKEND else self.attributes.get(key)
+            if have != value:
+                return False
+        return True
+
+
+QRMI_JOB_VARIABLES: tuple[tuple[str, str], ...] = (
+    (names.ENV_QRMI_JOB_QPU_RESOURCES, names.ANNOTATION_QRMI_RESOURCES),
+    (names.ENV_QRMI_JOB_QPU_TYPES, names.ANNOTATION_QRMI_TYPES),
+    (names.ENV_SLURM_JOB_QPU_RESOURCES, names.ANNOTATION_QRMI_RESOURCES),
+    (names.ENV_SLURM_JOB_QPU_TYPES, names.ANNOTATION_QRMI_TYPES),
+)
+"""QRMI's job variables, from the annotations the placement writes (empty until then)."""
+
+
+@dataclass(frozen=True)
 class EnvContract:
     """The variables a backend-using container gets, each read from one pod annotation."""
 
@@ -44,6 +81,10 @@ class EnvContract:
     """(env var name, annotation) in injection order."""
     known_types: frozenset[str] | None = None
     """Resource types the config defines; None when no config is loaded (nothing to check)."""
+    qrmi_variables: tuple[tuple[str, str], ...] = QRMI_JOB_VARIABLES
+    """Like ``variables``, QRMI's: injected after them."""
+    qrmi: tuple[QrmiBackend, ...] = ()
+    """The config's QRMI resources, in config order."""
 
     @classmethod
     def from_config(cls, config: resources.ResourcesConfig, *, loaded: bool) -> EnvContract:
@@ -67,7 +108,13 @@ class EnvContract:
                 continue
             seen.add(env_name)
             variables.append((env_name, annotation))
-        return cls(tuple(variables), frozenset(config.types()) if loaded else None)
+        tops = {r.name: r for r in config.resources if r.name}
+        backends = tuple(
+            QrmiBackend(q, frozenset(tops[q.name].subtree_types()), tops[q.name].attributes)
+            for q in config.qrmi
+        )
+        known = frozenset(config.types()) if loaded else None
+        return cls(tuple(variables), known, qrmi=backends)
 
     def env_entry(self, env_name: str, annotation: str) -> dict[str, Any]:
         return {
@@ -128,7 +175,11 @@ class ContractFile:
         self._stamp = stamp
         log.info(
             "env contract loaded",
-            extra={"path": str(self.path), "variables": [n for n, _ in self._contract.variables]},
+            extra={
+                "path": str(self.path),
+                "variables": [n for n, _ in self._contract.variables],
+                "qrmi_resources": [b.resource.name for b in self._contract.qrmi],
+            },
         )
 
     def current(self) -> EnvContract:
@@ -173,12 +224,20 @@ def opted_in(pod: Pod) -> list[str]:
     return [n.strip() for n in raw.split(",") if n.strip()]
 
 
+def required_attributes(pod: Pod) -> dict[str, str]:
+    """The pod's ``require-<attr>: <value>`` annotations as {attr: value}."""
+    prefix = names.ANNOTATION_REQUIRE_PREFIX
+    return {k[len(prefix) :]: v for k, v in pod.annotations.items() if k.startswith(prefix) and v}
+
+
 @dataclass
 class EnvPlan:
     """Which containers get the backend variables, and what the user should hear about."""
 
     targets: list[ContainerSlot] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    qrmi: list[qrmi.QrmiResource] = field(default_factory=list)
+    """The QRMI resources the pod could be given: each one's settings are injected."""
 
 
 def plan_env(pod: Pod, contract: EnvContract) -> EnvPlan:
@@ -209,17 +268,57 @@ def plan_env(pod: Pod, contract: EnvContract) -> EnvPlan:
             "does not have"
         )
     plan.targets = [slot for slot, types in asking if types or slot.container.name in wanted]
+    required = required_attributes(pod)
+    plan.qrmi = [b.resource for b in contract.qrmi if b.could_serve(requested, required)]
     return plan
 
 
 def add_env(plan: EnvPlan, contract: EnvContract, patch: PatchBuilder) -> None:
     """Add every contract variable a target container does not define yet (by name)."""
+    entries = [
+        contract.env_entry(env_name, annotation)
+        for env_name, annotation in (*contract.variables, *contract.qrmi_variables)
+    ]
+    entries += [entry for resource in plan.qrmi for entry in qrmi_settings(resource)]
+    _add_entries(plan, entries, patch)
+
+
+def add_timeouts(plan: EnvPlan, deadline: int | None, patch: PatchBuilder) -> None:
+    """``<name>_QRMI_JOB_TIMEOUT_SECONDS`` for each QRMI resource: the pod's deadline.
+
+    QRMI's Slurm plugin sets it from the job's time limit; a pod's limit is its
+    ``activeDeadlineSeconds``. Without one the variable is left unset (QRMI's default).
+    """
+    if not deadline or deadline <= 0:
+        return
+    entries = [
+        {"name": r.variable(names.QRMI_JOB_TIMEOUT_KEY), "value": str(deadline)} for r in plan.qrmi
+    ]
+    _add_entries(plan, entries, patch)
+
+
+def qrmi_settings(resource: qrmi.QrmiResource) -> list[dict[str, Any]]:
+    """``<name>_<key>`` for each setting of ``resource``: values inline, credentials by
+    reference to its Secret in the pod's namespace (optional: a pod the backend is not
+    given does not need it; QRMI names the missing variable if the chosen one lacks it)."""
+    out: list[dict[str, Any]] = [
+        {"name": resource.variable(key), "value": value} for key, value in resource.settings
+    ]
+    for key in resource.secrets:
+        variable = resource.variable(key)
+        ref = {"name": resource.secret, "key": variable, "optional": True}
+        out.append({"name": variable, "valueFrom": {"secretKeyRef": ref}})
+    return out
+
+
+def _add_entries(plan: EnvPlan, entries: list[dict[str, Any]], patch: PatchBuilder) -> None:
+    """Append ``entries`` to each target container, skipping names it already defines."""
     for slot in plan.targets:
         defined = slot.container.env_names()
         has_env = slot.container.env is not None
         env_path = slot.env_path
-        for env_name, annotation in contract.variables:
-            if env_name in defined:
+        for entry in entries:
+            if entry["name"] in defined:
                 continue
-            patch.append(env_path, has_env, contract.env_entry(env_name, annotation))
-            defined.add(env_name)
+            patch.append(env_path, has_env, entry)
+            defined.add(entry["name"])

@@ -98,12 +98,14 @@ class JobRuntimes:
         self._known[key] = (now, value)
         return value
 
-    async def apply(self, pod: Pod, namespace: str, patch: PatchBuilder) -> None:
-        """Set the pod's ``activeDeadlineSeconds`` to the owning Job's, when it has one."""
+    async def apply(self, pod: Pod, namespace: str, patch: PatchBuilder) -> int | None:
+        """Set the pod's ``activeDeadlineSeconds`` to the owning Job's, when it has one;
+        the deadline set, if any."""
         job = needs_job_deadline(pod)
         if job is None:
-            return
+            return None
         seconds = await self.deadline(namespace or pod.metadata.namespace, job)
         if seconds is None or seconds <= 0:
-            return
+            return None
         patch.add(pointer("spec", "activeDeadlineSeconds"), seconds)
+        return seconds

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fluence import names
+from fluence import names, qrmi
 from fluence.cluster_graph import ClusterGraph
 from fluence.placement import BackendChoice
 from fluence.scheduling.record import (
@@ -87,6 +87,8 @@ class Holding:
             out[names.ANNOTATION_BACKEND] = self.backend.name
             for k, v in self.backend.attributes.items():
                 out[names.attr_annotation(k)] = v
+            # What QRMI programs read (QRMI_JOB_QPU_RESOURCES/TYPES) through the webhook's env.
+            out.update(qrmi.placement_annotations([(self.backend.name, self.backend.attributes)]))
         return out
 
 

@@ -221,6 +221,9 @@ def test_quantum_pod_keeps_all_candidates_and_binds_with_backend_annotations() -
     backend = ann[names.ANNOTATION_BACKEND]
     assert node == "b" and backend in ("ibm_fez", "ibm_marrakesh")
     assert ann[names.attr_annotation("vendor")] == "ibm"
+    # What a stock QRMI program reads, through the webhook's downward-API variables.
+    assert ann[names.ANNOTATION_QRMI_RESOURCES] == backend
+    assert ann[names.ANNOTATION_QRMI_TYPES] == "qiskit-runtime-service"
     rec = decode_record(ann[names.ANNOTATION_ALLOCATION])
     assert (rec.backend, rec.group, rec.devices[0].name) == (backend, "default/sampler", backend)
     assert env.state()["backends"][backend]["held"] is True
