@@ -189,6 +189,22 @@ def test_values_change_what_they_name() -> None:
     assert yaml.safe_load(config["data"]["resources.yaml"]) == {"resources": []}
 
 
+def test_without_extender_calls_the_queue_alone_places_and_needs_the_webhook() -> None:
+    calls = scheduler_config(documents(template(CHART)))
+    assert [e["urlPrefix"] for e in calls["extenders"]] == ["http://127.0.0.1:8888"]
+    assert calls["percentageOfNodesToScore"] == 100
+    assert calls["clientConnection"] == {"qps": 500, "burst": 1000}
+    queue_only = documents(template(CHART, "--set", "scheduler.extenderCalls=false"))
+    config = scheduler_config(queue_only)
+    # Released pods are pinned to one node: kube-scheduler scores as it would by itself.
+    assert "extenders" not in config and "percentageOfNodesToScore" not in config
+    assert config["profiles"] == [{"schedulerName": "fluence"}]
+    # The extender still runs: it leads the queue and follows what kube-scheduler binds.
+    assert env_of(container(queue_only, "fluence-scheduler", "extender"))["FLUENCE_BIND"]
+    with pytest.raises(AssertionError, match="needs webhook.enabled"):
+        template(CHART, "--set", "scheduler.extenderCalls=false", "--set", "webhook.enabled=false")
+
+
 def test_the_webhook_asks_for_the_apiservers_certificate_and_is_probed_in_plain_http() -> None:
     """Both ways in mount the client CA (optional: without it, no PodGroups, no Job reads)
     and probe the plain port; the chart fences the webhook port to the control plane."""

@@ -24,7 +24,9 @@ from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
 
+import httpx
 import pytest
+import yaml
 from kubernetes.client import (
     ApiClient,
     BatchV1Api,
@@ -37,8 +39,11 @@ from kubernetes.client.exceptions import ApiException
 from fluence import names
 from testbed import ControlPlane
 from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE
+from testbed.schedconfig import scheduler_config
 from tests.e2e.test_extender_e2e import Extender, Stack, Suite, wait_for
+from tests.e2e.test_helm_chart import CHART
 from tests.support.extender import SUITE_LABEL, fluence_scheduler, pod_body
+from tests.support.helm import template
 
 LEASE_SECONDS = 3
 """The queue Lease's duration: how long a restarted extender waits to take the queue."""
@@ -549,6 +554,83 @@ def test_a_pod_created_without_the_gate_still_goes_through_the_filter(suite: Sui
     pod = suite.get("ungated")
     assert record_of(pod)["node"] == node
     assert not pod["spec"].get("affinity"), "nothing pinned it: it was never gated"
+
+
+def filter_calls(suite: Suite) -> float:
+    """How many filter calls the extender has answered (its request histogram's count)."""
+    text = httpx.get(suite.stack.extender.url + "/metrics/", timeout=10).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("fluence_extender_request_seconds_count") and 'verb="filter"' in line
+    )
+
+
+@pytest.fixture
+def without_extender_calls(stack: Stack) -> Iterator[dict[str, Any]]:
+    """kube-scheduler configured as the chart renders it with ``scheduler.extenderCalls=false``
+    (no extender in the profile) for one test, then as it was."""
+    rendered = template(CHART, "--set", "scheduler.extenderCalls=false")
+    (config_map,) = [
+        d
+        for d in yaml.safe_load_all(rendered)
+        if d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "fluence-scheduler-config"
+    ]
+    config: dict[str, Any] = yaml.safe_load(config_map["data"]["scheduler-config.yaml"])
+    config["leaderElection"] = {"leaderElect": False}  # one scheduler here, no Lease needed
+    cp = stack.cp
+    cp.stop_scheduler(stack.scheduler)
+    stack.scheduler = cp.start_scheduler(config, name="fluence-queue-only", extra_args=["--v=4"])
+    try:
+        yield config
+    finally:
+        cp.stop_scheduler(stack.scheduler)
+        stack.scheduler = cp.start_scheduler(
+            scheduler_config(stack.extender.url), name="fluence", extra_args=["--v=4"]
+        )
+
+
+def test_without_extender_calls_the_queue_places_and_kube_scheduler_binds_alone(
+    suite: Suite, without_extender_calls: dict[str, Any]
+) -> None:
+    """The chart's queue-only profile: no HTTP call per pod, the same placements."""
+    assert "extenders" not in without_extender_calls
+    suite.add_nodes(3, cpu="4")
+    calls = filter_calls(suite)
+    lab = {names.LABEL_GROUP: "trio"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "3"}
+    gang = [f"trio-{i}" for i in range(3)]
+    for p in gang:
+        gated_pod(suite, p, cpu="3", labels=lab, annotations=ann)
+    bound = suite.wait_bound(*gang, timeout=90)
+    assert sorted(bound.values()) == sorted(suite.nodes), bound  # 3 of 4 cpu: one per node
+    for p, node in bound.items():
+        pod = suite.get(p)
+        assert_released_to(pod, node)
+        assert record_of(pod)["group"] == f"{suite.ns}/trio"
+    wait_for(
+        lambda: all(
+            suite.state_pods().get(f"{suite.ns}/{p}", {}).get("state") == "committed" for p in gang
+        ),
+        30,
+        "the extender to follow kube-scheduler's binds to committed",
+        lambda: str(suite.state_pods()),
+    )
+    # A pod created without the gate is kube-scheduler's alone; the extender counts what it
+    # holds, so the queue never hands that room out again.
+    suite.pod("ungated", cpu="1", memory="64Mi")
+    node = suite.wait_bound("ungated")["ungated"]
+    wait_for(
+        lambda: suite.state_pods().get(f"{suite.ns}/ungated", {}).get("state") == "foreign",
+        30,
+        "the extender to account for the pod kube-scheduler placed",
+        lambda: str(suite.state_pods()),
+    )
+    assert suite.state_pods()[f"{suite.ns}/ungated"]["node"] == node
+    gated_pod(suite, "late", cpu="1")
+    late = suite.wait_bound("late")["late"]
+    assert late != node, "the node the ungated pod filled (3 + 1 of 4 cpu) has no room left"
+    assert filter_calls(suite) == calls, "kube-scheduler called the extender's filter"
 
 
 # ---- released groups that do not start ------------------------------------------------
