@@ -31,6 +31,8 @@ ANNOTATION_ALLOCATION_SEAL = f"{DOMAIN}/allocation-seal"
 QUEUE_GATE = f"{DOMAIN}/queue"
 QUEUE_LEASE = "fluence-queue"
 """The Lease whose holder runs the queue: one extender releases gated groups at a time."""
+ANNOTATION_GANG_TIMEOUTS = f"{DOMAIN}/gang-timeouts"
+"""On the queue's Lease: each requeued group's gang timeouts so far and when it may go again."""
 NODE_NAME_FIELD = "metadata.name"
 """The node field a released pod's required node affinity names its node by."""
 
@@ -185,3 +187,21 @@ QRMI_SECRET = "fluence-qrmi"
 def qrmi_env(resource: str, key: str) -> str:
     """``<resource>_<key>``: QRMI's per-resource variable, the resource name as written."""
     return f"{resource}_{key}"
+
+
+# A batch/v1 Job of the fluence profile (its pod template's schedulerName): the webhook's
+# second entry gives it a podFailurePolicy rule so that pods evicted by the queue (the
+# Eviction API marks them DisruptionTarget=True first) do not count toward backoffLimit.
+WEBHOOK_JOBS_NAME = f"jobs.{DOMAIN}"
+CONDITION_DISRUPTION_TARGET = "DisruptionTarget"
+"""The pod condition the Eviction API (and preemption, taint and kubelet evictions) set."""
+CONDITION_TRUE = "True"
+JOB_ACTION_IGNORE = "Ignore"
+"""A podFailurePolicy action: the failure is not counted and the pod is made again."""
+JOB_RESTART_NEVER = "Never"
+"""The only restartPolicy a Job with a podFailurePolicy may have."""
+JOB_RESTART_ON_FAILURE = "OnFailure"
+JOB_REPLACE_FAILED = "Failed"
+JOB_REPLACE_TERMINATING_OR_FAILED = "TerminatingOrFailed"
+JOB_MAX_POD_FAILURE_RULES = 20
+"""Kubernetes' limit on spec.podFailurePolicy.rules (pkg/apis/batch/validation)."""

@@ -21,7 +21,8 @@ it again. No pod waits pinned to a node for longer than the gang timeout.
 Nothing of the queue lives only here: the gated pods, their PodGroups and the
 sealed records of released pods are in the API server, so a restarted or
 standby extender forms the same groups in the same order, and holds released
-pods where their records say (:mod:`fluence.scheduling.recovery`).
+pods where their records say (:mod:`fluence.scheduling.recovery`); the gang
+timeouts so far ride on the queue's Lease (:mod:`scheduler_extender.gang_timeouts`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any, Protocol
 
 from fluence import groups, names, telemetry
@@ -43,6 +44,7 @@ from fluence.pinning import release_ops
 from fluence.pods import Pod
 from fluence.reflectors import DELETED
 from fluence.scheduling.holdings import Holding
+from scheduler_extender.gang_timeouts import GangTimeouts
 from scheduler_extender.scheduling import BindOutcomeUnknown, ReleaseRefused, Scheduler
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,15 @@ class ConditionWriter(Protocol):
 class Leadership(Protocol):
     @property
     def leader(self) -> bool: ...
+
+    @property
+    def carried(self) -> str | None:
+        """What the last leader left on the Lease for its successor (None: nothing)."""
+        ...
+
+    def carry(self, value: str) -> None:
+        """Leave ``value`` on the Lease with the next renewal."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -186,8 +197,8 @@ class GatedQueue:
         """Released pods of ours not bound yet, by key."""
         self._pinned_since: dict[str, float] = {}
         """Group key -> when this queue first saw a member pinned and unbound."""
-        self._timeouts: dict[str, tuple[int, float]] = {}
-        """Group key -> (gang timeouts so far, not to be placed before this time)."""
+        self.timeouts = GangTimeouts(backoff, MAX_BACKOFF, clock=clock)
+        """Each requeued group's gang timeouts and back-off (carried on the queue's Lease)."""
         self._lock = threading.Lock()
         self._gated: dict[str, Pod] = {}
         """Pods of the fluence profile that carry the queue's gate, by key."""
@@ -260,7 +271,7 @@ class GatedQueue:
         room = PodRoom.of(self.scheduler.graph.pod_limits(), self.ledger.holdings().values())
         for ref, members in order:
             gated_keys = tuple(m.key for m in members if m.gated_by(names.QUEUE_GATE))
-            count, until = self._timeouts.get(ref.key, (0, 0.0))
+            count, until = astuple(self.timeouts.get(ref.key))
             if count >= self.retry_limit:
                 reason = f"not all started within the gang timeout {count} times; not placed again"
             elif now < until:
@@ -389,9 +400,8 @@ class GatedQueue:
                 del self._pinned_since[key]
         for key, (ref, pod, why) in stuck.items():
             members = self.scheduler.group_members(pod, ref)
-            count = self._timeouts.get(key, (0, 0.0))[0] + 1
-            wait = min(self.backoff * 2 ** (count - 1), MAX_BACKOFF)
-            self._timeouts[key] = (count, now + wait)
+            count, until = astuple(self.timeouts.bump(key))
+            wait = until - now
             self._pinned_since.pop(key, None)
             with self._lock:
                 for m in members:
@@ -446,11 +456,25 @@ class GatedQueue:
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
         self._wake = lambda: loop.call_soon_threadsafe(woken.set)
+        try:
+            await self._rounds(woken, ready, leadership)
+        finally:
+            self._wake = lambda: None  # events after the loop ends wake nothing
+
+    async def _rounds(
+        self, woken: asyncio.Event, ready: Callable[[], bool], leadership: Leadership
+    ) -> None:
+        led = False
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), timeout=self.interval)
             woken.clear()
-            if not ready() or not leadership.leader:
+            leading = leadership.leader
+            if leading and not led:
+                # Taken over: go on counting the gang timeouts where the last leader stopped.
+                self.timeouts.load(leadership.carried)
+            led = leading
+            if not ready() or not leading:
                 continue
             try:
                 await asyncio.to_thread(self.overdue)
@@ -458,6 +482,10 @@ class GatedQueue:
                 if releases:
                     await self.write(releases)
                 await asyncio.to_thread(self.tell)
+                self.timeouts.forget_quiet(
+                    {w.group for w in self.waiting} | set(self._pinned_since)
+                )
+                leadership.carry(self.timeouts.encode())
             except Exception:
                 log.exception("a queue round failed; the next one starts afresh")
 

@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes.client import CoordinationV1Api, V1Lease, V1LeaseSpec, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
-from fluence import telemetry
+from fluence import names, telemetry
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,13 @@ class LeaseElector:
         self._observed_at = 0.0
         self._until = 0.0
         self._was_leader = False
+        self.carried: str | None = None
+        """The queue's annotation as this replica last read it from the Lease."""
+        self._carry: str | None = None
+
+    def carry(self, value: str) -> None:
+        """Write ``value`` (the queue's state for a successor) with the next renewal."""
+        self._carry = value
 
     @property
     def leader(self) -> bool:
@@ -86,8 +93,10 @@ class LeaseElector:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+            self.carried = None
+            carry = {names.ANNOTATION_GANG_TIMEOUTS: self._carry} if self._carry else None
             body = V1Lease(
-                metadata=V1ObjectMeta(name=self.name, namespace=self.namespace),
+                metadata=V1ObjectMeta(name=self.name, namespace=self.namespace, annotations=carry),
                 spec=self._spec(stamp, stamp, 0),
             )
             try:
@@ -97,6 +106,9 @@ class LeaseElector:
                     return False
                 raise
             return True
+        meta = lease.metadata or V1ObjectMeta()
+        annotations = meta.annotations or {}
+        self.carried = annotations.get(names.ANNOTATION_GANG_TIMEOUTS)
         spec = lease.spec or V1LeaseSpec()
         holder = spec.holder_identity or ""
         record = (holder, str(spec.renew_time))
@@ -107,7 +119,11 @@ class LeaseElector:
         transitions = spec.lease_transitions or 0
         if holder == self.identity:
             lease.spec = self._spec(spec.acquire_time or stamp, stamp, transitions)
+            if self._carry is not None and self._carry != self.carried:
+                meta.annotations = {**annotations, names.ANNOTATION_GANG_TIMEOUTS: self._carry}
+                lease.metadata = meta
         else:
+            # Taking over: what the last holder left stays on the Lease for this one to read.
             lease.spec = self._spec(stamp, stamp, transitions + 1)
         try:
             self.leases.replace_namespaced_lease(self.name, self.namespace, lease)
@@ -157,6 +173,10 @@ class AlwaysLeader:
     """A single extender without a Lease (tests, benchmarks, one replica by design)."""
 
     leader = True
+    carried: str | None = None
+
+    def carry(self, value: str) -> None:
+        """Nowhere to carry it: one replica keeps its counts in memory."""
 
     async def run(self) -> None:
         await asyncio.Event().wait()

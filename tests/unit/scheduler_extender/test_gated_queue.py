@@ -315,6 +315,65 @@ def test_a_released_gang_not_all_bound_in_time_is_evicted_whole_and_backs_off() 
     assert "2 times" in queue.waiting[0].reason
 
 
+class Carrier:
+    """A Lease's leadership as the queue sees it: always leading, carrying one value."""
+
+    leader = True
+
+    def __init__(self, carried: str | None) -> None:
+        self.carried = carried
+        self.carried_out: list[str] = []
+
+    def carry(self, value: str) -> None:
+        self.carried_out.append(value)
+
+
+def one_round(queue: GatedQueue, leadership: Carrier) -> None:
+    """Run the queue's loop until it has carried its state once."""
+
+    async def go() -> None:
+        task = asyncio.create_task(queue.run(lambda: True, leadership))
+        while not leadership.carried_out:
+            queue.poke()
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(asyncio.wait_for(go(), 10))
+
+
+def test_a_new_leader_goes_on_counting_gang_timeouts_where_the_last_one_stopped() -> None:
+    now = [0.0]
+    api, first, ledger = cluster(now=now)
+    gang = [gated(f"m{i}", cpu="3", labels=GANG, size=2, created=i) for i in range(2)]
+    for d in gang:
+        api.put(d)
+    round_trip(first)
+    now[0] += 61
+    assert first.overdue() == ["default/g"]  # timeout 1 of the limit 2; back-off 10 s
+    leading = Carrier(None)
+    one_round(first, leading)
+    carried = leading.carried_out[-1]
+    assert json.loads(carried)["default/g"][0] == 1
+
+    # The leader is gone; its successor starts from the API server and the Lease.
+    for d in gang:
+        api.put(d)  # made again by their controller
+    now[0] += 2
+    _, second, _ = cluster(api=api, now=now)
+    successor = Carrier(carried)
+    one_round(second, successor)
+    assert second.waiting[0].reason.startswith("gang timeout 1: placed again in")
+    now[0] += 10
+    assert sorted(round_trip(second)) == ["default/m0", "default/m1"]
+    now[0] += 61
+    assert second.overdue() == ["default/g"]
+    for d in gang:
+        api.put(d)
+    now[0] += 1000
+    assert round_trip(second) == []
+    assert "2 times" in second.waiting[0].reason  # the limit, counted across both leaders
+
+
 def test_a_released_pod_whose_node_is_gone_is_requeued_at_once() -> None:
     api, queue, ledger = cluster()
     api.put(gated("solo"))

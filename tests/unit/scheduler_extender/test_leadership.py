@@ -8,6 +8,7 @@ import pytest
 from kubernetes.client import V1Lease, V1LeaseSpec
 from kubernetes.client.exceptions import ApiException
 
+from fluence import names
 from scheduler_extender.leadership import LeaseElector
 
 
@@ -109,3 +110,25 @@ def test_a_leader_that_cannot_renew_stops_before_anyone_may_start(two: Two) -> N
     assert a.step()  # still within 2/3 of the lease since the last renewal
     now[0] += 6
     assert not a.step()
+
+
+def test_the_leader_carries_the_queues_state_and_a_successor_reads_it(two: Two) -> None:
+    leases, a, b, now = two
+    assert a.step()
+    a.carry('{"ns/g":[2,5020.0]}')
+    assert a.step()
+    assert leases.lease is not None and leases.lease.metadata is not None
+    assert leases.lease.metadata.annotations == {
+        names.ANNOTATION_GANG_TIMEOUTS: '{"ns/g":[2,5020.0]}'
+    }
+    assert not b.step() and b.carried == '{"ns/g":[2,5020.0]}'
+    now[0] += 16  # a stops renewing; b takes over and the state stays for it
+    assert b.step() and b.carried == '{"ns/g":[2,5020.0]}'
+    assert leases.lease.metadata.annotations == {
+        names.ANNOTATION_GANG_TIMEOUTS: '{"ns/g":[2,5020.0]}'
+    }
+    b.carry('{"ns/g":[3,5100.0]}')
+    assert b.step()
+    assert (
+        leases.lease.metadata.annotations[names.ANNOTATION_GANG_TIMEOUTS] == '{"ns/g":[3,5100.0]}'
+    )
