@@ -20,8 +20,10 @@ import json
 import signal
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -40,7 +42,7 @@ from fluence import names
 from testbed import ControlPlane
 from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE
 from testbed.schedconfig import scheduler_config
-from tests.e2e.test_extender_e2e import Extender, Stack, Suite, wait_for
+from tests.e2e.test_extender_e2e import Extender, Stack, Suite, _assert_no_overcommit, wait_for
 from tests.e2e.test_helm_chart import CHART
 from tests.support.extender import SUITE_LABEL, fluence_scheduler, pod_body
 from tests.support.helm import template
@@ -631,6 +633,85 @@ def test_without_extender_calls_the_queue_places_and_kube_scheduler_binds_alone(
     late = suite.wait_bound("late")["late"]
     assert late != node, "the node the ungated pod filled (3 + 1 of 4 cpu) has no room left"
     assert filter_calls(suite) == calls, "kube-scheduler called the extender's filter"
+
+
+def queue_leader(extender: Extender) -> bool:
+    """The extender says it runs the queue (its ``fluence_queue_leader`` gauge is 1)."""
+    text = httpx.get(extender.url + "/metrics/", timeout=10).text
+    return any(
+        line.startswith("fluence_queue_leader") and line.rsplit(" ", 1)[1] in ("1", "1.0")
+        for line in text.splitlines()
+    )
+
+
+def releases_logged(*extenders: Extender) -> Counter[str]:
+    """How many times each pod was released, over the extenders' whole logs."""
+    counts: Counter[str] = Counter()
+    for ext in extenders:
+        for line in ext.log_path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                doc = json.loads(line)
+                if isinstance(doc, dict) and doc.get("msg") == "pod released":
+                    counts[str(doc.get("pod"))] += 1
+    return counts
+
+
+def test_two_extenders_share_one_queue_and_the_standby_takes_it_over(
+    suite: Suite, tmp_path: Path
+) -> None:
+    """A second extender competes for the queue Lease under gated load: one releases, no pod
+    is released twice or overcommits a node; killed, the leader's queue goes on in the other."""
+    ext = suite.stack.extender
+    standby = Extender(tmp_path, suite.stack.cp.kubeconfig)
+    for key in ("FLUENCE_QUEUE_LEASE_NAMESPACE", "FLUENCE_QUEUE_LEASE_SECONDS"):
+        standby.env[key] = ext.env[key]
+    standby.start()
+    try:
+        suite.add_nodes(4, cpu="4")
+        gangs = {f"g{g}": [f"g{g}-{i}" for i in range(4)] for g in range(3)}
+        for g, members in gangs.items():
+            lab = {names.LABEL_GROUP: g}
+            ann = {names.ANNOTATION_GROUP_SIZE: "4"}
+            for p in members:
+                gated_pod(suite, p, cpu="1", labels=lab, annotations=ann)
+        singles = [f"s{i}" for i in range(8)]
+        for p in singles:
+            gated_pod(suite, p, cpu="1")
+        everyone = [p for members in gangs.values() for p in members] + singles
+        # 20 one-cpu pods on 16 cpus: 16 start, the rest wait gated.
+        wait_for(
+            lambda: sum(bool(suite.node_of(p)) for p in everyone) == 16,
+            90,
+            "16 of the 20 pods to be bound",
+            lambda: suite.describe(*everyone),
+        )
+        assert [queue_leader(ext), queue_leader(standby)].count(True) == 1
+        _assert_no_overcommit(suite)
+        released = releases_logged(ext, standby)
+        assert max(released.values()) == 1, released
+        for g, members in gangs.items():
+            placed = [p for p in members if suite.node_of(p)]
+            assert len(placed) in (0, 4), (g, placed)
+        waiting = [p for p in everyone if not suite.node_of(p)]
+        assert all(held_back(suite, p) for p in waiting), suite.describe(*waiting)
+
+        leader, other = (ext, standby) if queue_leader(ext) else (standby, ext)
+        leader.kill(signal.SIGKILL)
+        if leader is ext:
+            ext.start()  # kube-scheduler's own extender, back for its filter calls
+        wait_for(
+            lambda: queue_leader(other), 30, "the other extender to take the queue", other.log_tail
+        )
+        # Room for the waiting pods, 4 cpus, frees; the new leader releases them.
+        for p in [p for p in everyone if suite.node_of(p)][:4]:
+            finish(suite, p)
+        suite.wait_bound(*waiting, timeout=90)
+        _assert_no_overcommit(suite)
+        released = releases_logged(ext, standby)
+        assert all(released[f"{suite.ns}/{p}"] == 1 for p in everyone), released
+        assert all(f"{suite.ns}/{p}" in releases_logged(other) for p in waiting)
+    finally:
+        standby.kill(signal.SIGTERM)
 
 
 # ---- released groups that do not start ------------------------------------------------
