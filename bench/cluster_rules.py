@@ -17,6 +17,10 @@ on a fresh control plane with the same nodes, so no rule inherits another's stat
 - ``null``: ``native`` with ``bench/null_extender.py`` in the profile (passes every
   candidate through, binds): what being an extender at all costs, the baseline
   "fluence / null" is read against.
+- ``null-queue``: ``default``'s scheduler, but the pods carry the queue's gate and
+  ``bench/null_queue.py`` lifts it from each as it comes (no decision, no pin): what
+  gating at admission costs in itself, the baseline "queue-only / null-queue" is read
+  against.
 
 kube-scheduler runs at its strongest, as large clusters run it (and as scheduler_perf
 measures it): client QPS and burst 5,000 (``client_qps``; 0: kube-scheduler's own
@@ -41,6 +45,7 @@ from bench.extender_throughput import (
     CLIENT_QPS,
     EXTENDER_RULES,
     Extender,
+    null_queue,
     scheduler_settings,
     tune_scheduler,
 )
@@ -60,7 +65,7 @@ class NodeSet:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-RULES = ("default", "native", "fluence", "queue", "queue-only", "null")
+RULES = ("default", "native", "fluence", "queue", "queue-only", "null", "null-queue")
 
 
 @dataclass
@@ -75,7 +80,7 @@ class RuleCluster:
     @property
     def gated(self) -> bool:
         """The rule's pods wait behind the queue's scheduling gate (rule ``queue``)."""
-        return self.rule in ("queue", "queue-only")
+        return self.rule in ("queue", "queue-only", "null-queue")
 
     def pod(self, body: dict[str, Any]) -> dict[str, Any]:
         """``body`` as this rule creates it: with the queue's gate under ``queue``."""
@@ -193,6 +198,8 @@ def rule_cluster(
                 config = scheduler_config(extender.url if extended else None)
                 scheduler_name = names.SCHEDULER_NAME
             else:
+                if rule == "null-queue":
+                    stack.enter_context(null_queue(cp.kubeconfig, log_path))
                 config = scheduler_config(None, profile="default-scheduler")
                 scheduler_name = "default-scheduler"
             config["podMaxBackoffSeconds"] = max_backoff_s

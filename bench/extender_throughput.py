@@ -1,7 +1,7 @@
 """Pods bound per second by a real kube-scheduler, with the fluence extender and without it.
 
 One local control plane (etcd + kube-apiserver, ``testbed``), one
-set of fake nodes, five phases:
+set of fake nodes, six phases:
 
 1. **default** - kube-scheduler with only the default profile, no extender;
 2. **fluence** - a ``fluence-extender`` process and a kube-scheduler whose
@@ -18,7 +18,11 @@ set of fake nodes, five phases:
    by kube-scheduler alone);
 5. **null** - the same kube-scheduler calling ``bench/null_extender.py``, which
    passes every candidate through and binds with fluence's own binder: what any
-   extender that binds costs, so "fluence / null" is what fluence's placement adds.
+   extender that binds costs, so "fluence / null" is what fluence's placement adds;
+6. **null-queue** - kube-scheduler as in 1, but the pods are gated and
+   ``bench/null_queue.py`` lifts each gate as it comes (no decision, no pin): what
+   gating at admission costs in itself, so "queue-only / null-queue" is what the
+   queue's decisions add.
 
 kube-scheduler runs at its strongest, as large clusters run it (and scheduler_perf
 measures it): client QPS and burst 5,000 (``--client-qps``; 0: its defaults, 50 and
@@ -37,13 +41,14 @@ on empty nodes and deletes its pods after. Prints JSON and draws
 ``bench/out/extender_throughput.png`` (the first run of each phase). Usage::
 
     python bench/extender_throughput.py [--nodes 1000] [--pods 3000] [--creators 4] [--runs 3]
-        [--phases default fluence queue queue-only null] [--client-qps 5000]
+        [--phases default fluence queue queue-only null null-queue] [--client-qps 5000]
     python bench/extender_throughput.py --quick      # 200 nodes, 600 pods
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -445,12 +450,34 @@ class Extender:
                 self.proc.wait(10)
 
 
+@contextlib.contextmanager
+def null_queue(kubeconfig: Path, log_path: Path) -> Iterator[int]:
+    """``bench/null_queue.py`` running (it lifts the queue's gate from every pod); its pid."""
+    argv = [sys.executable, str(ROOT / "bench" / "null_queue.py"), "--kubeconfig", str(kubeconfig)]
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "following pods" not in log_path.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"bench/null_queue.py did not start; see {log_path}")
+            time.sleep(0.1)
+        yield proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 def add_nodes(cp: ControlPlane, count: int) -> None:
     capacity = {"cpu": "32", "memory": "128Gi", "pods": "110"}
     cp.add_nodes(count, prefix="tp-node-", capacity=capacity)
 
 
-PHASES = ("default", "fluence", "queue", "queue-only", "null")
+PHASES = ("default", "fluence", "queue", "queue-only", "null", "null-queue")
 RATIOS = (
     ("fluence", "default"),
     ("queue", "default"),
@@ -460,6 +487,8 @@ RATIOS = (
     ("null", "default"),
     ("fluence", "null"),
     ("queue", "null"),
+    ("null-queue", "default"),
+    ("queue-only", "null-queue"),
 )
 
 
@@ -569,15 +598,31 @@ def run_segment(
     """
     label = f"{name}-{run}"
     namespace = f"bench-{label}"
-    if name == "default":
+    if name in ("default", "null-queue"):
         config = scheduler_config("default-scheduler", None, client_qps)
         settings[name] = scheduler_settings(config)
-        sched = cp.start_scheduler(config, name=label)
-        try:
-            own = {"kube-scheduler": sched.pid, **control_plane_pids(cp)}
-            phase = run_phase(cp, api, label, "default-scheduler", pods, creators, limit, own)
-        finally:
-            cp.stop_scheduler(sched)
+        log = log_dir / f"throughput-null-queue-{label}.log"
+        with contextlib.ExitStack() as stack:
+            extra: dict[str, int] = {}
+            if name == "null-queue":
+                log.unlink(missing_ok=True)
+                extra["null-queue"] = stack.enter_context(null_queue(cp.kubeconfig, log))
+            sched = cp.start_scheduler(config, name=label)
+            try:
+                own = {"kube-scheduler": sched.pid, **extra, **control_plane_pids(cp)}
+                phase = run_phase(
+                    cp,
+                    api,
+                    label,
+                    "default-scheduler",
+                    pods,
+                    creators,
+                    limit,
+                    own,
+                    gated=name == "null-queue",
+                )
+            finally:
+                cp.stop_scheduler(sched)
     else:
         null = name == "null"
         process = "null-extender" if null else "fluence-extender"
