@@ -1,5 +1,8 @@
 """One admission review, start to finish: decode, decide, wire the gang, answer.
 
+Pods get the env, the queue's gate and their gang; batch/v1 Jobs of the fluence
+profile get the podFailurePolicy rule of :mod:`webhook.job_policy`.
+
 Kept apart from the HTTP layer so tests drive it with bytes in, bytes out.
 """
 
@@ -13,8 +16,17 @@ from dataclasses import dataclass, field
 from fluence import names
 from fluence.json_patch import PatchBuilder
 from webhook import env, gang
+from webhook.job_policy import plan_job
 from webhook.job_runtime import JobRuntimes, needs_job_deadline
-from webhook.review import AdmissionRequest, Pod, UserInfo, allow, decode_pod, decode_review
+from webhook.review import (
+    AdmissionRequest,
+    Pod,
+    UserInfo,
+    allow,
+    decode_job,
+    decode_pod,
+    decode_review,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +97,7 @@ def add_queue_gate(pod: Pod, patch: PatchBuilder) -> None:
 
 
 class Admission:
-    """Answers AdmissionReviews for pod CREATE.
+    """Answers AdmissionReviews for Pod CREATE and batch/v1 Job CREATE.
 
     ``authenticated`` is False when anyone may post a review: then ``wiring`` and
     ``runtimes`` must be None too (see :func:`webhook.__main__.build_admission`), and
@@ -114,22 +126,33 @@ class Admission:
         try:
             return await self._review(request)
         except Exception:
-            # Admission only adds conveniences (env vars, a gang link). With
+            # Admission only adds conveniences (env vars, a gang link, a Job's rule). With
             # failurePolicy Fail a 500 would reject every fluence pod for as long
             # as a bug lasts; allowing with a warning keeps workloads running and
             # tells their owner why the variables are missing.
-            log.exception("admission failed; pod allowed unchanged", extra={"uid": request.uid})
+            what = "Job" if request.is_job_create else "pod"
+            log.exception(
+                "admission failed; object allowed unchanged",
+                extra={"uid": request.uid, "kind": what},
+            )
             return allow(
                 request.uid,
-                warnings=["fluence webhook hit an internal error; the pod was admitted unchanged"],
+                warnings=[
+                    f"fluence webhook hit an internal error; the {what} was admitted unchanged"
+                ],
             )
 
     async def _review(self, request: AdmissionRequest) -> bytes:
+        if request.is_job_create:
+            return review_job(request)
         if not request.is_pod_create:
             what = f"{request.operation or '?'} {request.kind.kind or '?'}"
             return allow(
                 request.uid,
-                warnings=[f"fluence webhook only mutates Pod CREATE, got {what}; nothing changed"],
+                warnings=[
+                    f"fluence webhook only mutates Pod CREATE and batch/v1 Job CREATE, got {what};"
+                    " nothing changed"
+                ],
             )
         try:
             pod = decode_pod(request.object)
@@ -162,3 +185,13 @@ class Admission:
             seconds = deadline.result() if deadline is not None else None
             env.add_timeouts(mutation.timeouts, seconds, mutation.patch)
         return allow(request.uid, mutation.patch.ops, mutation.warnings)
+
+
+def review_job(request: AdmissionRequest) -> bytes:
+    """A Job's answer: a function of the Job alone (no API call), whoever sent it."""
+    try:
+        job = decode_job(request.object)
+    except ValueError as e:
+        return allow(request.uid, warnings=[f"fluence webhook left the Job unchanged: {e}"])
+    mutation = plan_job(job)
+    return allow(request.uid, mutation.patch.ops, mutation.warnings)

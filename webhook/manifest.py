@@ -2,12 +2,14 @@
 
 ``webhook_configuration()`` returns the object (the e2e tests register it with
 a ``url`` client config); ``render_yaml()`` returns the same object as YAML
-with the reasoning behind each policy choice written next to it.
+with the reasoning behind each policy choice written next to it. Two entries
+share one endpoint: pods first, then batch/v1 Jobs (their podFailurePolicy).
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 from typing import Any
 
 import yaml
@@ -25,6 +27,12 @@ _REQUESTS_FLUXION = (
 MATCH_EXPRESSION = (
     f"(has(object.spec.schedulerName) && object.spec.schedulerName == '{names.SCHEDULER_NAME}')"
     f" || {_REQUESTS_FLUXION}"
+)
+
+# CEL: only Jobs whose pods are fluence's (the API server has defaulted schedulerName).
+JOB_MATCH_EXPRESSION = (
+    "has(object.spec.template.spec.schedulerName) && "
+    f"object.spec.template.spec.schedulerName == '{names.SCHEDULER_NAME}'"
 )
 
 COMMENTS = {
@@ -47,6 +55,21 @@ COMMENTS = {
     "matchConditions": "Only fluence pods, and pods asking for fluxion resources (warned).",
 }
 
+JOB_COMMENTS = {
+    "failurePolicy": (
+        "Ignore: a Job admitted without the rule still runs; only the pods the queue evicts\n"
+        "to retry their group then count toward its backoffLimit. Fail would refuse every\n"
+        "fluence Job while the webhook is down, for that one rule; its pods still go through\n"
+        "the pods entry above, whose failurePolicy is Fail."
+    ),
+    "sideEffects": "None: the answer is a function of the Job alone (no API call).",
+    "reinvocationPolicy": (
+        "IfNeeded: the rule is appended once; on its own output the webhook adds nothing."
+    ),
+    "timeoutSeconds": "5: no API call; a Job create waits on this.",
+    "matchConditions": "Only Jobs whose pod template names the fluence scheduler.",
+}
+
 
 def webhook_configuration(
     *,
@@ -60,6 +83,8 @@ def webhook_configuration(
     timeout_seconds: int = 5,
 ) -> dict[str, Any]:
     """The configuration object; ``url`` replaces the Service, ``ca_bundle`` is PEM bytes.
+
+    ``failure_policy`` is the pods entry's; the Jobs entry's is always Ignore.
 
     ``certificate`` names the cert-manager Certificate whose CA cainjector copies
     into ``caBundle``; pass None (and ``ca_bundle``) when cert-manager is not used.
@@ -105,7 +130,27 @@ def webhook_configuration(
                 "sideEffects": "NoneOnDryRun",
                 "reinvocationPolicy": "IfNeeded",
                 "timeoutSeconds": timeout_seconds,
-            }
+            },
+            {
+                "name": names.WEBHOOK_JOBS_NAME,
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": copy.deepcopy(client_config),
+                "rules": [
+                    {
+                        "operations": ["CREATE"],
+                        "apiGroups": ["batch"],
+                        "apiVersions": ["v1"],
+                        "resources": ["jobs"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "matchPolicy": "Equivalent",
+                "matchConditions": [{"name": "fluence-jobs", "expression": JOB_MATCH_EXPRESSION}],
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "reinvocationPolicy": "IfNeeded",
+                "timeoutSeconds": timeout_seconds,
+            },
         ],
     }
 
@@ -114,11 +159,14 @@ def render_yaml(**kwargs: Any) -> str:
     """YAML of :func:`webhook_configuration` with a comment above each policy field."""
     text = yaml.safe_dump(webhook_configuration(**kwargs), sort_keys=False, width=100)
     out: list[str] = []
+    comments = COMMENTS
     for line in text.splitlines():
         stripped = line.lstrip()
+        if stripped == f"- name: {names.WEBHOOK_JOBS_NAME}":
+            comments = JOB_COMMENTS
         key = stripped.split(":", 1)[0]
-        if key in COMMENTS and stripped.startswith(key + ":"):
+        if key in comments and stripped.startswith(key + ":"):
             indent = line[: len(line) - len(stripped)]
-            out.extend(f"{indent}# {c}" for c in COMMENTS[key].splitlines())
+            out.extend(f"{indent}# {c}" for c in comments[key].splitlines())
         out.append(line)
     return "\n".join(out) + "\n"

@@ -1,9 +1,9 @@
-"""AdmissionReview v1 on the wire, and the slice of a Pod the webhook reads.
+"""AdmissionReview v1 on the wire, and the slices of a Pod and a Job the webhook reads.
 
 Decoding is strict where the API server's contract is (apiVersion, kind, a
 request with a uid: anything else is a broken caller and gets HTTP 400) and
-lenient about the object (a pod that does not decode is answered "allowed"
-with a warning, so a schema surprise never blocks pod creation).
+lenient about the object (a pod or Job that does not decode is answered
+"allowed" with a warning, so a schema surprise never blocks its creation).
 """
 
 from __future__ import annotations
@@ -65,6 +65,16 @@ class AdmissionRequest(msgspec.Struct, rename="camel"):
             self.operation == "CREATE"
             and self.kind.group == ""
             and self.kind.kind == "Pod"
+            and not self.sub_resource
+        )
+
+    @property
+    def is_job_create(self) -> bool:
+        return (
+            self.operation == "CREATE"
+            and self.kind.group == "batch"
+            and self.kind.version == "v1"
+            and self.kind.kind == "Job"
             and not self.sub_resource
         )
 
@@ -181,6 +191,63 @@ def decode_pod(raw: msgspec.Raw) -> Pod:
         return _pod_decoder.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise ValueError(f"request.object is not a Pod: {e}") from None
+
+
+# --- the Job ------------------------------------------------------------------------
+
+
+class PodConditionPattern(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class ExitCodesRequirement(msgspec.Struct, rename="camel"):
+    container_name: str | None = None
+    operator: str = ""
+    values: list[int] | None = None
+
+
+class PodFailurePolicyRule(msgspec.Struct, rename="camel"):
+    action: str = ""
+    on_exit_codes: ExitCodesRequirement | None = None
+    on_pod_conditions: list[PodConditionPattern] | None = None
+
+
+class PodFailurePolicy(msgspec.Struct):
+    rules: list[PodFailurePolicyRule] | None = None
+
+
+class TemplatePodSpec(msgspec.Struct, rename="camel"):
+    scheduler_name: str = ""
+    restart_policy: str = ""
+
+
+class PodTemplate(msgspec.Struct):
+    spec: TemplatePodSpec = msgspec.field(default_factory=TemplatePodSpec)
+
+
+class JobSpec(msgspec.Struct, rename="camel"):
+    template: PodTemplate = msgspec.field(default_factory=PodTemplate)
+    pod_failure_policy: PodFailurePolicy | None = None
+    pod_replacement_policy: str | None = None
+
+
+class Job(msgspec.Struct):
+    spec: JobSpec = msgspec.field(default_factory=JobSpec)
+
+
+_job_decoder = msgspec.json.Decoder(Job)
+
+
+def decode_job(raw: msgspec.Raw) -> Job:
+    """The batch/v1 Job in ``request.object``; ValueError with the reason when it is not one."""
+    data = bytes(raw)
+    if data.strip() in (b"", b"null"):
+        raise ValueError("request.object is empty")
+    try:
+        return _job_decoder.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise ValueError(f"request.object is not a Job: {e}") from None
 
 
 # --- the response ------------------------------------------------------------------

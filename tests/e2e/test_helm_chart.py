@@ -60,6 +60,7 @@ def env_of(c: dict[str, Any]) -> dict[str, str]:
 
 
 RECORD_KEY = ("Secret", "fluence-record-key")
+JOBS_WEBHOOK = "jobs.fluence.flux-framework.org"
 CHART_ONLY = {RECORD_KEY, ("NetworkPolicy", "fluence-webhook")}
 """The record key is random: the plain manifests say how to create it, the chart makes it.
 The webhook's NetworkPolicy needs the control plane's addresses, a value of the chart."""
@@ -187,6 +188,21 @@ def test_values_change_what_they_name() -> None:
     assert container(custom, "fluence-scheduler", "extender")["image"] == "fluence:9.9.9"
     config = next(d for d in custom if d["metadata"]["name"] == "fluence-resources")
     assert yaml.safe_load(config["data"]["resources.yaml"]) == {"resources": []}
+
+
+def webhook_entries(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    (config,) = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
+    return {w["name"]: w for w in config["webhooks"]}
+
+
+def test_the_jobs_webhook_entry_is_the_plain_manifests() -> None:
+    """Jobs of the fluence scheduler get their podFailurePolicy rule the same way installed
+    either way (the chart's timeout is a value, set here to the plain manifest's)."""
+    plain = webhook_entries([d for p in PLAIN for d in documents(p.read_text())])
+    chart = webhook_entries(documents(template(CHART, "--set", "webhook.timeoutSeconds=5")))
+    assert list(chart) == list(plain) == ["pods.fluence.flux-framework.org", JOBS_WEBHOOK]
+    assert chart[JOBS_WEBHOOK] == plain[JOBS_WEBHOOK]
+    assert chart[JOBS_WEBHOOK]["failurePolicy"] == "Ignore"
 
 
 def test_without_extender_calls_the_queue_alone_places_and_needs_the_webhook() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import ApiClient, BatchV1Api, CoreV1Api
 
 from fluence import names
 from testbed import ControlPlane, KubeApiError
@@ -285,6 +285,58 @@ def test_the_job_controllers_pods_carry_the_jobs_deadline(
     assert len(pods) == 2, "the Job controller did not create the pods"
     for p in pods:
         assert p["spec"]["activeDeadlineSeconds"] == 600
+
+
+def fluence_job(name: str, restart: str, rules: list[dict[str, Any]] | None = None) -> Any:
+    """A suspended Job of the fluence scheduler: admitted, but no pods are made."""
+    pod = classical_pod("unused")["spec"]
+    spec: dict[str, Any] = {
+        "suspend": True,
+        "backoffLimit": 2,
+        "template": {"spec": {**pod, "restartPolicy": restart}},
+    }
+    if rules is not None:
+        spec["podFailurePolicy"] = {"rules": rules}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+def test_a_fluence_jobs_evicted_pods_do_not_count_toward_its_backoff_limit(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str
+) -> None:
+    """The API server sends the Job to the Jobs entry; the rule it stores is the one the Job
+    controller reads, after the user's own, with the replacement policy Kubernetes requires."""
+    jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    evicted = {
+        "action": "Ignore",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }
+    control_plane.rest.create(jobs, fluence_job("plain", "Never"))
+    stored = control_plane.rest.get(f"{jobs}/plain")["spec"]
+    assert stored["podFailurePolicy"] == {"rules": [evicted]}
+    assert stored["podReplacementPolicy"] == "Failed"
+    theirs = {
+        "action": "FailJob",
+        "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]},
+    }
+    control_plane.rest.create(jobs, fluence_job("mine", "Never", [theirs]))
+    stored = control_plane.rest.get(f"{jobs}/mine")["spec"]
+    assert stored["podFailurePolicy"] == {"rules": [theirs, evicted]}
+    # Jobs of other schedulers never reach the webhook.
+    other = fluence_job("other", "Never")
+    other["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"
+    control_plane.rest.create(jobs, other)
+    assert "podFailurePolicy" not in control_plane.rest.get(f"{jobs}/other")["spec"]
+
+
+def test_a_fluence_job_restarting_on_failure_is_told_why_evictions_count(
+    control_plane: ControlPlane, webhook: WebhookProcess, namespace: str, kube: ApiClient
+) -> None:
+    batch: Any = BatchV1Api(kube)  # the raw response, to read the Warning headers
+    response = batch.create_namespaced_job(
+        namespace, fluence_job("restarts", "OnFailure"), _preload_content=False
+    )
+    assert "restartPolicy OnFailure" in response.headers.get("Warning", "")
+    assert "podFailurePolicy" not in json.loads(response.data)["spec"]
 
 
 def test_server_side_dry_run_creates_no_podgroup(
