@@ -72,10 +72,11 @@ NB_MODULE(_core, m) {
             [](Matcher *self, nb::handle jgf, const std::string &policy,
                const std::string &prune_filters, const std::string &match_format,
                const std::set<std::string> &partial_pool_types, const std::string &traverser,
-               const std::string &subsystems, bool keep_canceled) {
+               const std::string &subsystems, bool keep_canceled, bool carry_unprinted_schedule) {
                 MatcherOptions o{policy, prune_filters, match_format, partial_pool_types, traverser,
                                  subsystems};
                 o.keep_canceled = keep_canceled;
+                o.carry_unprinted_schedule = carry_unprinted_schedule;
                 // Read the JGF text in place: a large graph's text is ~100 MB.
                 // The caller's reference keeps the (immutable) object alive.
                 std::string_view text;
@@ -98,7 +99,7 @@ NB_MODULE(_core, m) {
             nb::arg("jgf"), nb::arg("policy") = "first", nb::arg("prune_filters") = "ALL:core,ALL:node",
             nb::arg("match_format") = "jgf", nb::arg("partial_pool_types") = std::set<std::string>(),
             nb::arg("traverser") = "simple", nb::arg("subsystems") = "CA",
-            nb::arg("keep_canceled") = true)
+            nb::arg("keep_canceled") = true, nb::arg("carry_unprinted_schedule") = false)
         .def("match", &Matcher::match, nb::arg("jobspec_json"), nb::arg("op") = "allocate",
              nb::arg("jobid") = nb::none(), nb::arg("format") = "", nb::arg("now") = 0,
              nb::call_guard<nb::gil_scoped_release>())

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO, get_args
 
 from fluxion_nb import _core
-from fluxion_nb.errors import InputError, NotFoundError, StateError, UnknownTypeError
+from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import MatchOp
 from fluxion_nb.jobspec import to_json
 
@@ -82,22 +82,18 @@ class Session:
             return True
         try:
             r = self.m.match(to_json(text), op, None, "")
-        except UnknownTypeError:
-            self._matches_nothing(op, jobid)
-            return False
         except InputError as exc:
+            # A jobspec its reader refuses (an unknown type included) uses no job id,
+            # and satisfiability still says "Satisfiable" (errno EINVAL keeps sat true).
             print(f"match_allocate: ERROR: Jobspec error for {jobid}: {exc}", file=sys.stderr)
-            self._failed(jobid, sat=True)
+            self._not_matched(op, jobid, sat=True)
             return False
         if r.status == "error":
             print(f"match_allocate: ERROR: {r.error}", file=sys.stderr)
-            self._failed(jobid, sat=True)
+            self._not_matched(op, jobid, sat=True)
             return False
         if op == "satisfiability":
-            sat = r.status == "satisfiable"
-            self.out.write(
-                f"{_BAR}\nINFO: {'Satisfiable' if sat else 'Unsatisfiable'} request\n{_BAR}\n"
-            )
+            self._not_matched(op, jobid, sat=r.status == "satisfiable")
             return True
         if r.status in ("busy", "unsatisfiable"):
             self._failed(r.jobid, sat=r.status == "busy")
@@ -115,18 +111,13 @@ class Session:
             self.jobspec_files[r.jobid] = path
         return True
 
-    def _matches_nothing(self, op: str, jobid: int) -> None:
-        """A jobspec naming a type the graph lacks, as resource-query answers it: its
-        reader takes the type, the walk finds no vertex of it (busy now; unsatisfiable
-        where the operation asks about any time), and a failed allocation still takes
-        a job id."""
-        unsatisfiable = op not in ("allocate", "without_allocating")
+    def _not_matched(self, op: str, jobid: int, sat: bool) -> None:
+        """What a match that placed nothing prints; satisfiability prints only ``sat``."""
         if op == "satisfiability":
-            self.out.write(f"{_BAR}\nINFO: Unsatisfiable request\n{_BAR}\n")
-            return
-        self._failed(jobid, sat=not unsatisfiable)
-        if op in ("allocate", "allocate_with_satisfiability", "allocate_orelse_reserve"):
-            self.m.set_next_jobid(jobid + 1)
+            word = "Satisfiable" if sat else "Unsatisfiable"
+            self.out.write(f"{_BAR}\nINFO: {word} request\n{_BAR}\n")
+        else:
+            self._failed(jobid, sat)
 
     def _failed(self, jobid: int, sat: bool) -> None:
         self.out.write(f"{_BAR}\nINFO: No matching resources found\n")
@@ -421,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
             pools,
             a.traverser,
             a.match_subsystems,
+            carry_unprinted_schedule=True,
         )
     except OSError as exc:
         print(f"ERROR: cannot read {a.load_file}: {exc}", file=sys.stderr)

@@ -56,6 +56,42 @@ def _refuse_expansion(doc: Any) -> None:
             stack.extend(item)
 
 
+def _member(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    return next((v for k, v in node.value if getattr(k, "value", None) == key), None)
+
+
+def _check_property_styles(root: yaml.Node) -> None:
+    """InputError for a property constraint that is not a quoted YAML string.
+
+    Fluxion's jobspec reader takes a property only as a quoted scalar (``"fast"``,
+    ``'fast'``; JSON's strings always are): a plain ``fast`` is "non-string property
+    specified". The style is gone once the text is read into values, so it is checked
+    on the composed nodes; a node reached twice through aliases is checked once.
+    """
+    seen: set[int] = set()
+    stack = [_member(_member(_member(root, "attributes"), "system"), "constraints")]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, yaml.MappingNode) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for key, value in node.value:
+            if not isinstance(value, yaml.SequenceNode):
+                continue
+            if key.value == "properties":
+                for item in value.value:
+                    if not isinstance(item, yaml.ScalarNode) or item.style not in ("'", '"'):
+                        shown = item.value if isinstance(item, yaml.ScalarNode) else item.id
+                        raise InputError(
+                            "jobspec: attributes.system.constraints: non-string property "
+                            f"specified ({shown!r}); write a property as a quoted string"
+                        )
+            elif key.value in ("and", "or", "not"):
+                stack.extend(value.value)
+
+
 # Schedulers send the same few jobspec texts over and over; YAML parsing costs
 # more than a whole match, so the canonical JSON of recent texts is kept.
 @lru_cache(maxsize=256)
@@ -65,10 +101,16 @@ def _text_to_json(jobspec: str) -> str:
     fast = _core.yaml_to_json(jobspec)
     if fast is not None and fast.startswith("{"):
         return fast
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(jobspec)
     try:
-        doc = yaml.load(jobspec, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        node = loader.get_single_node()
+        if node is not None:
+            _check_property_styles(node)
+        doc = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise InputError(f"jobspec: not valid YAML or JSON: {exc}") from None
+    finally:
+        loader.dispose()
     if not isinstance(doc, dict):
         raise InputError("jobspec: the document must be a mapping")
     _refuse_expansion(doc)

@@ -53,6 +53,11 @@ void Matcher::set_match_format(const std::string &f) {
     std::lock_guard<std::mutex> lk(mu_);
     format_ = r_format(f);
     opts_.match_format = f;
+    unprinted_ = UnprintedSchedule{};
+}
+
+UnprintedSchedule *Matcher::carry_for(const std::string &format) const {
+    return opts_.carry_unprinted_schedule && format.empty() ? &unprinted_ : nullptr;
 }
 
 int Matcher::vertex_at(const std::string &path) const {
@@ -160,7 +165,7 @@ MatchResult Matcher::match(const std::string &jobspec_json, const std::string &o
     } else {
         r.at = at;
         r.duration = em.expiration - em.starttime;
-        r.R = write_r(*g_, em, fmt);
+        r.R = write_r(*g_, em, fmt, carry_for(format));
         if (!consumes) {
             r.status = "matched";
         } else {
@@ -306,7 +311,7 @@ MatchResult Matcher::update_allocate(int64_t jobid, const std::string &R, int64_
     r.status = later ? "reserved" : "allocated";
     r.at = at;
     r.duration = duration;
-    r.R = write_r(*g_, em, fmt);
+    r.R = write_r(*g_, em, fmt, carry_for(format));
     r.emitted = em.vertices;
     JobRecord jr{jobid, later ? "RESERVED" : "ALLOCATED", at, duration, 0.0, r.R, {}};
     for (const auto &ev : em.vertices) jr.vertices.push_back(ev.vertex);
@@ -555,7 +560,7 @@ std::string Matcher::find(const std::string &criteria, const std::string &format
     std::lock_guard<std::mutex> lk(mu_);
     const RFormat fmt = format.empty() ? format_ : r_format(format);
     trav_->settle();
-    return write_r(*g_, find_vertices(*g_, c), fmt);
+    return write_r(*g_, find_vertices(*g_, c), fmt, carry_for(format));
 }
 
 std::pair<unsigned, unsigned> Matcher::traversal_counts() const {

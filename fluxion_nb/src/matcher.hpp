@@ -41,6 +41,11 @@ struct MatcherOptions {
     // their records stay. A long-running service that schedules a job per pod
     // sets this false: a cancelled job is forgotten at once.
     bool keep_canceled = true;
+    // resource-query's rv1 writer keeps the scheduling graph of an R it did
+    // not write (R_lite recorded nothing) and writes it ahead of the next R
+    // of the session's format (see UnprintedSchedule). fluxion-rq sets this;
+    // elsewhere each R holds only its own job's vertices.
+    bool carry_unprinted_schedule = false;
 };
 
 struct AllocatedVertex {
@@ -190,6 +195,10 @@ class Matcher {
     // (2 x 168-byte planner states and 80 bytes of table blocks each).
     static constexpr size_t kReservedVertices = 16384;
     RFormat format_ = RFormat::Jgf;  // opts_.match_format, read once
+    // Where a write in the session's format keeps what it did not write;
+    // null for another format or when the option is off.
+    UnprintedSchedule *carry_for(const std::string &format) const;
+    mutable UnprintedSchedule unprinted_;
     std::unique_ptr<Graph> g_;
     std::unique_ptr<Traverser> trav_;
     std::map<int64_t, JobRecord> jobs_;

@@ -143,6 +143,10 @@ class Graph {
     int64_t start() const { return opts_.start; }
     int64_t end() const { return opts_.start + opts_.duration; }
     int64_t duration() const { return opts_.duration; }
+    // A vertex's planners run from the start to INT64_MAX, as Fluxion's readers
+    // make them: only a job's own time is bounded by end(), so a job may start
+    // before the end and run past it (its duration is then cut to the end).
+    int64_t plan_duration() const { return std::numeric_limits<int64_t>::max() - opts_.start; }
 
     // Load a JGF document (replacing nothing: the graph must be empty).
     void load_jgf(std::string_view text);

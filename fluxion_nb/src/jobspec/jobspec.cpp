@@ -141,8 +141,9 @@ Resource read_resource(const json::Value &v, const TypeTable &types, const std::
     }
     r.type = types.find(type->as_string());
     if (r.type < 0)
-        throw UnknownTypeError("jobspec: " + w + ": resource type '" + type->as_string() +
-                               "' is not a type of this resource graph");
+        throw UnknownTypeError("jobspec: " + where + ": '" + type->as_string() +
+                               "' is not a resource type known to fluxion (one of the graph's, a built-in "
+                               "or one named in a prune filter)");
     if (r.type == types.xor_slot && kind != TraverserKind::Flexible)
         bad(w, "xor_slot (one of several alternative slots) needs the flexible traverser");
     r.count = read_count(*count, w + ".count");

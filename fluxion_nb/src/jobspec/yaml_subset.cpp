@@ -296,6 +296,11 @@ class Reader {
     int depth_ = 0;
     std::string scratch_;    // unescaped text of the last quoted scalar
     std::vector<Key> keys_;  // of the mappings being read, innermost last
+    // Fluxion's jobspec reader takes a property only as a quoted string, and
+    // JSON cannot say which scalars were quoted: a sequence under a
+    // "properties" key holding a plain scalar is left to the full YAML reader.
+    bool props_key_ = false;  // the value about to be read is a "properties" key's
+    int props_depth_ = -1;    // depth of the "properties" sequence being read
 
     char at(size_t i) const { return i < t_.size() ? t_[i] : '\0'; }
     char cur() const { return at(p_); }
@@ -315,6 +320,15 @@ class Reader {
         if (++depth_ > kMaxDepth) decline();
     }
     void leave() { --depth_; }
+
+    // A sequence just entered: is it a "properties" list? Returns the depth of
+    // the one it is nested in, to restore on leaving.
+    int enter_props() {
+        const int outer = props_depth_;
+        props_depth_ = props_key_ ? depth_ : -1;
+        props_key_ = false;
+        return outer;
+    }
 
     // Past spaces, comments and line breaks, to the next token or the end.
     void skip_to_content() {
@@ -376,7 +390,9 @@ class Reader {
             if (!first) out_ += ',';
             write_key(k);
             out_ += ':';
+            props_key_ = k.text == "properties";
             block_value(indent);
+            props_key_ = false;
             if (at_end() || column() < indent) break;
             if (column() > indent) decline();
         }
@@ -409,6 +425,7 @@ class Reader {
     // Entries at `indent`; an indentless one ends at a non-entry token there.
     void block_sequence(int indent, bool indentless) {
         enter();
+        const int outer_props = enter_props();
         out_ += '[';
         for (bool first = true;; first = false) {
             ++p_;  // the '-'
@@ -431,6 +448,7 @@ class Reader {
             }
         }
         out_ += ']';
+        props_depth_ = outer_props;
         leave();
     }
 
@@ -455,6 +473,7 @@ class Reader {
 
     void flow_sequence(int indent) {
         enter();
+        const int outer_props = enter_props();
         ++p_;
         out_ += '[';
         flow_skip(indent);
@@ -471,6 +490,7 @@ class Reader {
         }
         ++p_;
         out_ += ']';
+        props_depth_ = outer_props;
         leave();
     }
 
@@ -494,7 +514,9 @@ class Reader {
                 write_key(k);
                 out_ += ':';
                 flow_skip(indent);
+                props_key_ = k.text == "properties";
                 flow_node(indent);  // an empty value leaves ',' or '}', which no node starts with
+                props_key_ = false;
                 flow_skip(indent);
                 if (cur() == '}') break;
                 if (cur() != ',') decline();
@@ -674,6 +696,7 @@ class Reader {
 
     void write_value(const Scalar &s) {
         if (s.quoted) return json::dump_string(out_, s.text);
+        if (props_depth_ == depth_) decline();
         const Resolved r = resolve(s.text);
         switch (r.tag) {
             case Tag::Null:

@@ -59,12 +59,14 @@ int64_t Planner::avail_at(int64_t at) const {
 }
 
 int64_t Planner::avail_during(int64_t at, int64_t duration) const {
-    if (at < start_ || at + duration > end_) return -1;
+    // A plan may end at INT64_MAX, so the window's end is checked for overflow.
+    int64_t last;
+    if (at < start_ || __builtin_add_overflow(at, duration, &last) || last > end_) return -1;
     if (!st_) return total_;
     const auto &pts = st_->points;
     size_t i = state_index(at);
     int64_t m = pts[i].remaining;
-    for (++i; i < pts.size() && pts[i].at < at + duration; ++i) m = std::min(m, pts[i].remaining);
+    for (++i; i < pts.size() && pts[i].at < last; ++i) m = std::min(m, pts[i].remaining);
     return m;
 }
 
@@ -95,11 +97,12 @@ void Planner::release_point(size_t idx) {
 }
 
 int64_t Planner::add_span(int64_t at, int64_t duration, int64_t request) {
-    if (duration < 1 || at < start_ || at + duration > end_ || request < 0 || request > total_)
+    int64_t last;
+    if (duration < 1 || at < start_ || __builtin_add_overflow(at, duration, &last) || last > end_ ||
+        request < 0 || request > total_)
         return -1;
     // One pass over the window's points finds where it ends and whether the
     // request fits; a fresh state has all total_ >= request free.
-    int64_t last = at + duration;
     State &st = state();
     auto &pts = st.points;
     size_t i = state_index(at);
@@ -218,7 +221,7 @@ int64_t Planner::iterate() {
                 break;
             }
         if (!ok) continue;
-        if (p.at + st.iter_duration > end_) return -1;
+        if (st.iter_duration > end_ - p.at) return -1;
         return p.at;
     }
     return -1;

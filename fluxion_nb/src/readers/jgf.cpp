@@ -548,8 +548,8 @@ std::vector<int> JgfReader::commit() {
         v.name = g_.strings.add(v.name);
         if (!v.path.empty()) v.path = g_.strings.add(v.path);
         for (const auto &kv : v.other_paths) g_.other_path_index_[kv.second] = idx;
-        v.plans = Planner(g_.start(), g_.duration(), v.size);
-        v.x_checker = Planner(g_.start(), g_.duration(), kXCheckerJobs);
+        v.plans = Planner(g_.start(), g_.plan_duration(), v.size);
+        v.x_checker = Planner(g_.start(), g_.plan_duration(), kXCheckerJobs);
         std::string_view key = g_.strings.add(p.key);
         g_.vertex_key_.push_back(key);
         if (!adopt) {

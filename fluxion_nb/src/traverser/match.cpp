@@ -144,7 +144,7 @@ void Traverser::prime_filter(int u, TypeCounts &to_parent) {
     if (y.subplan && y.subplan->size() == types.size()) {
         y.subplan->update_totals(avail);
     } else {
-        y.subplan = std::make_unique<PlannerMulti>(g_.start(), g_.duration(), avail, types);
+        y.subplan = std::make_unique<PlannerMulti>(g_.start(), g_.plan_duration(), avail, types);
     }
     // The other pruning types (leaf types promoted at the root) are kept as
     // hidden aggregates here: they let a search skip subtrees without them.
@@ -249,9 +249,9 @@ int64_t Traverser::avail_of(const JobMeta &m, int u) const {
 }
 
 int64_t Traverser::sat_time(int64_t duration) const {
-    // Fluxion probes at the end of the graph; a whole-horizon duration would
-    // put that probe before the start, so keep the window inside the graph.
-    return std::max(g_.start(), g_.end() - duration - 1);
+    // Fluxion probes the last window of the root's plan, which ends at INT64_MAX:
+    // past every job, all of which end by the graph's end.
+    return g_.start() + g_.plan_duration() - duration - 1;
 }
 
 bool Traverser::by_excl(const JobMeta &m, int u, bool exclusive_in, const Resource &r) {
@@ -841,13 +841,12 @@ bool Traverser::request_feasible(const JobMeta &m, MatchOp op, TypeCounts &dfv) 
         }
     }
     if (static_cast<size_t>(g_.types.node) >= g_.by_type.size()) return true;
-    // Allocation asks about now; a reservation about the last window of the
-    // graph that still holds the whole duration (Fluxion probes end - 1,
-    // which no duration above one second fits). Satisfiability only asks
-    // which nodes the constraint admits, whatever they hold.
-    int64_t target_time = (op == MatchOp::Allocate || op == MatchOp::WithoutAllocating)
-                              ? m.at
-                              : std::max(g_.start(), g_.end() - m.duration);
+    // Allocation asks about now; the other operations about the graph's last
+    // second, from which the duration runs on past the end (plans do). A node
+    // held to the end is busy there. Satisfiability only asks which nodes the
+    // constraint admits, whatever they hold.
+    int64_t target_time =
+        (op == MatchOp::Allocate || op == MatchOp::WithoutAllocating) ? m.at : g_.end() - 1;
     int64_t feasible = 0;
     for (int v : g_.by_type[static_cast<size_t>(g_.types.node)]) {
         const Vertex &x = V(v);
@@ -948,8 +947,9 @@ bool Traverser::run(Jobspec &js, MatchOp op, int64_t jobid, int64_t &at, Emissio
         err_msg_ += "jobspec duration is negative or longer than the resource graph's time span.\n";
         return false;
     }
-    // No duration: held for the rest of the graph's time span from when it starts.
-    m.duration = js.duration == 0.0 ? g_.end() - at : static_cast<int64_t>(std::ceil(js.duration));
+    // No duration: the graph's whole span, from whenever it starts (cut to the
+    // graph's end below, once the start is known).
+    m.duration = js.duration == 0.0 ? gdur : static_cast<int64_t>(std::ceil(js.duration));
     if (op == MatchOp::WithoutAllocating || op == MatchOp::WithoutAllocatingFuture) m.alloc_type = AllocType::NoAlloc;
     bool ok;
     if (op == MatchOp::Satisfiability) {
@@ -966,6 +966,11 @@ bool Traverser::run(Jobspec &js, MatchOp op, int64_t jobid, int64_t &at, Emissio
             if (at == g_.end()) {
                 x_types_ = saved_x;
                 err = MatchErr::Busy;
+                return false;
+            }
+            if (at < 0 || at > g_.end()) {  // free only from after the end
+                x_types_ = saved_x;
+                err = MatchErr::Invalid;
                 return false;
             }
             if (at + m.duration > g_.end()) m.duration = g_.end() - at;

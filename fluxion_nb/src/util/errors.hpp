@@ -11,9 +11,9 @@ struct InputError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// A jobspec names a resource type the graph has no vertex of. Fluxion reads
-// such a jobspec and then matches nothing; here it is refused, and the type
-// says why, so a caller speaking resource-query can report what it would.
+// A jobspec names a resource type Fluxion does not know: not in the graph,
+// not built in, not in a prune filter. Fluxion's jobspec reader refuses it
+// (a type it knows but the graph lacks is read and then matches nothing).
 struct UnknownTypeError : InputError {
     using InputError::InputError;
 };

@@ -55,8 +55,7 @@ void append_string_map(std::string &out, const std::map<std::string, std::string
     out += '}';
 }
 
-void append_jgf(std::string &out, const Graph &g, const Emission &em) {
-    out += "{\"graph\": {\"nodes\": [";
+void append_jgf_nodes(std::string &out, const Graph &g, const Emission &em) {
     bool first = true;
     for (const auto &ev : em.vertices) {
         const Vertex &v = g.vertices[static_cast<size_t>(ev.vertex)];
@@ -98,8 +97,10 @@ void append_jgf(std::string &out, const Graph &g, const Emission &em) {
         }
         out += "}}";
     }
-    out += "], \"edges\": [";
-    first = true;
+}
+
+void append_jgf_edges(std::string &out, const Graph &g, const Emission &em) {
+    bool first = true;
     for (int e : em.edges) {
         const Edge &ed = g.edges[static_cast<size_t>(e)];
         if (!first) out += ", ";
@@ -113,7 +114,35 @@ void append_jgf(std::string &out, const Graph &g, const Emission &em) {
         }
         out += '}';
     }
+}
+
+// JGF of the emission, after what an earlier unprinted one left (if any).
+void append_jgf(std::string &out, const Graph &g, const Emission &em, const UnprintedSchedule *before = nullptr) {
+    out += "{\"graph\": {\"nodes\": [";
+    if (before && !before->nodes.empty()) {
+        out += before->nodes;
+        if (!em.vertices.empty()) out += ", ";
+    }
+    append_jgf_nodes(out, g, em);
+    out += "], \"edges\": [";
+    if (before && !before->edges.empty()) {
+        out += before->edges;
+        if (!em.edges.empty()) out += ", ";
+    }
+    append_jgf_edges(out, g, em);
     out += "]}}";
+}
+
+// Keep the emission's JGF for the next R written (see UnprintedSchedule).
+void keep_unprinted(UnprintedSchedule &carry, const Graph &g, const Emission &em) {
+    if (!em.vertices.empty()) {
+        if (!carry.nodes.empty()) carry.nodes += ", ";
+        append_jgf_nodes(carry.nodes, g, em);
+    }
+    if (!em.edges.empty()) {
+        if (!carry.edges.empty()) carry.edges += ", ";
+        append_jgf_edges(carry.edges, g, em);
+    }
 }
 
 // What rv1 writes beside R_lite: the nodes (rank, name) in emission order,
@@ -204,10 +233,13 @@ void append_rlite(std::string &out, const Graph &g, const Emission &em, NodeList
     out += ']';
 }
 
-void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched) {
+// False, with `out` to be thrown away, when R_lite records no node: then
+// flux-sched's writers write nothing at all.
+bool append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched, UnprintedSchedule *carry) {
     out += "{\"version\": 1, \"execution\": {\"R_lite\": ";
     NodeList listed;
     append_rlite(out, g, em, &listed);
+    if (listed.nodes.empty()) return false;
     // Node names in rank order, compressed as a host list.
     auto &ranked = listed.nodes;
     std::stable_sort(ranked.begin(), ranked.end());
@@ -241,7 +273,8 @@ void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched
     out += '}';
     if (sched) {
         out += ", \"scheduling\": ";
-        append_jgf(out, g, em);
+        append_jgf(out, g, em, carry);
+        if (carry) *carry = UnprintedSchedule{};
     }
     if (!em.queue.empty()) {
         out += ", \"attributes\": {\"system\": {\"scheduler\": {\"queue\": ";
@@ -249,6 +282,7 @@ void append_rv1(std::string &out, const Graph &g, const Emission &em, bool sched
         out += "}}}";
     }
     out += '}';
+    return true;
 }
 
 }  // namespace
@@ -264,7 +298,7 @@ RFormat r_format(std::string_view name) {
                      "' (known: simple, pretty_simple, jgf, rlite, rv1, rv1_nosched)");
 }
 
-std::string write_r(const Graph &g, const Emission &em, RFormat format) {
+std::string write_r(const Graph &g, const Emission &em, RFormat format, UnprintedSchedule *carry) {
     if (format == RFormat::Simple) return write_simple(g, em, false);
     if (format == RFormat::PrettySimple) return write_simple(g, em, true);
     if (em.vertices.empty()) return "";
@@ -278,7 +312,10 @@ std::string write_r(const Graph &g, const Emission &em, RFormat format) {
             append_rlite(out, g, em);
             break;
         default:
-            append_rv1(out, g, em, format == RFormat::Rv1);
+            if (!append_rv1(out, g, em, format == RFormat::Rv1, carry)) {
+                if (carry && format == RFormat::Rv1) keep_unprinted(*carry, g, em);
+                return "";
+            }
             break;
     }
     out += '\n';

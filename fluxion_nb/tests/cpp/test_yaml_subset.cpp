@@ -187,3 +187,17 @@ TEST(YamlSubset, GarbageNeverBreaksIt) {
         }
     }
 }
+
+// Fluxion's jobspec reader takes a property only as a quoted string; which
+// scalars were quoted is lost in JSON, so the plain ones are left to the
+// full YAML reader, which knows the style of each scalar.
+TEST(YamlSubset, DeclinesAPropertyListWithAPlainScalar) {
+    EXPECT_TRUE(declined("attributes:\n  system:\n    constraints:\n      properties: [fast]\n"));
+    EXPECT_TRUE(declined("attributes:\n  system:\n    constraints:\n      properties:\n        - fast\n"));
+    EXPECT_TRUE(declined("c: {and: [{properties: [\"a\", b]}]}\n"));
+    EXPECT_EQ(read("attributes:\n  system:\n    constraints:\n      properties: [\"fast\", '^slow']\n"),
+              R"({"attributes":{"system":{"constraints":{"properties":["fast","^slow"]}}}})");
+    EXPECT_EQ(read("properties: \"fast\"\nhostlist: [node0]\nranks: [0, 1]\n"),
+              R"({"properties":"fast","hostlist":["node0"],"ranks":[0,1]})");
+    EXPECT_EQ(read("{\"properties\": [\"a\"]}"), R"({"properties":["a"]})");
+}

@@ -422,21 +422,27 @@ def test_a_slot_under_a_node_whose_cores_sit_in_sockets_matches_nothing(tmp_path
 
 
 def test_a_type_the_graph_lacks_matches_nothing_as_resource_query_answers(tmp_path: Path) -> None:
-    """Fluxion's reader takes any type; the walk then finds none of it: busy for an
-    allocation now, unsatisfiable where the operation asks about any time, and a failed
-    allocation still takes its job id. The library refuses such a jobspec with a typed
-    error (an InputError) instead."""
-    js = tmp_path / "switch.json"
-    doc = json.loads(json.dumps(_CORE_ON_A_NODE))
-    doc["resources"] = [{"type": "switch", "count": 1, "with": doc["resources"]}]
-    js.write_text(json.dumps(doc))
-    ok = tmp_path / "ok.json"
-    ok.write_text(json.dumps(_CORE_ON_A_NODE))
+    """A type Fluxion knows (ssd is built in) that the graph lacks is read, and the walk
+    finds none of it: busy for an allocation now, unsatisfiable where the operation asks
+    about any time, and a failed allocation still takes its job id. A type it does not
+    know (switch) is a jobspec error: no id taken, and satisfiability says "Satisfiable".
+    The library refuses the latter with a typed error (an InputError)."""
     ops = ["allocate", "allocate_with_satisfiability", "satisfiability"]
     ops += ["allocate_orelse_reserve", "without_allocating", "without_allocating_future"]
-    cmds = "".join(f"match {op} {js}\n" for op in ops) + f"match allocate {ok}\nquit\n"
-    out, _ = _rq(tmp_path, ranked_cluster(), cmds)
-    blocks = [b for b in out.split(f"{_BAR}\n") if b and not b.startswith("      -")]
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps(_CORE_ON_A_NODE))
+    docs = {}
+    for kind in ("ssd", "switch"):
+        doc = json.loads(json.dumps(_CORE_ON_A_NODE))
+        doc["resources"] = [{"type": kind, "count": 1, "with": doc["resources"]}]
+        docs[kind] = doc
+        (tmp_path / f"{kind}.json").write_text(json.dumps(doc))
+    outs = {}
+    for kind in docs:
+        js = tmp_path / f"{kind}.json"
+        cmds = "".join(f"match {op} {js}\n" for op in ops) + f"match allocate {ok}\nquit\n"
+        outs[kind], _ = _rq(tmp_path, ranked_cluster(), cmds)
+    blocks = [b for b in outs["ssd"].split(f"{_BAR}\n") if b and not b.startswith("      -")]
     assert blocks[:6] == [
         "INFO: No matching resources found\nINFO: JOBID=1\n",
         "INFO: No matching resources found\nINFO: Unsatisfiable request\nINFO: JOBID=2\n",
@@ -445,7 +451,11 @@ def test_a_type_the_graph_lacks_matches_nothing_as_resource_query_answers(tmp_pa
         "INFO: No matching resources found\nINFO: JOBID=4\n",
         "INFO: No matching resources found\nINFO: Unsatisfiable request\nINFO: JOBID=4\n",
     ]
-    assert "INFO: JOBID=4\nINFO: RESOURCES=ALLOCATED" in out
-    with pytest.raises(UnknownTypeError, match="'switch' is not a type") as caught:
-        Graph(ranked_cluster()).match(doc)
+    assert "INFO: JOBID=4\nINFO: RESOURCES=ALLOCATED" in outs["ssd"]
+    blocks = [b for b in outs["switch"].split(f"{_BAR}\n") if b and not b.startswith("      -")]
+    refused = "INFO: No matching resources found\nINFO: JOBID=1\n"
+    assert blocks[:6] == [refused, refused, "INFO: Satisfiable request\n"] + [refused] * 3
+    assert "INFO: JOBID=1\nINFO: RESOURCES=ALLOCATED" in outs["switch"]
+    with pytest.raises(UnknownTypeError, match="'switch' is not a resource type known") as caught:
+        Graph(ranked_cluster()).match(docs["switch"])
     assert isinstance(caught.value, InputError)

@@ -135,6 +135,39 @@ def test_to_json_falls_back_to_pyyaml_outside_the_subset() -> None:
     assert json.loads(to_json(text))["attributes"]["system"]["duration"] == 1
 
 
+@pytest.mark.parametrize(
+    "constraints",
+    [
+        "{properties: [fast]}",
+        "{properties: ['fast', slow]}",
+        "{and: [{properties: ['a']}, {not: [{properties: [b]}]}]}",
+        "{properties: [!!str fast]}",
+        "{properties: [1]}",
+    ],
+)
+def test_a_property_that_is_not_a_quoted_string_is_refused(constraints: str) -> None:
+    """Fluxion's reader: "non-string property specified". The fast reader declines
+    such text (JSON keeps no quoting) and the composed YAML nodes are checked."""
+    text = f"version: 1\nattributes:\n  system:\n    constraints: {constraints}\n"
+    assert _core.yaml_to_json(text) is None
+    with pytest.raises(InputError, match="non-string property specified"):
+        to_json(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "attributes: {system: {constraints: {properties: ['fast', \"^slow\"]}}}\n",
+        "attributes: {system: {constraints: {hostlist: [node0], ranks: [0]}}}\n",
+        "attributes: {user: {properties: [fast]}}\n",
+        '{"attributes": {"system": {"constraints": {"properties": ["fast"]}}}}',
+        "p: &p 'fast'\nattributes: {system: {constraints: {or: [{properties: [*p]}]}}}\n",
+    ],
+)
+def test_quoted_properties_and_other_lists_pass(text: str) -> None:
+    assert json.loads(to_json(text)) == yaml.safe_load(text)
+
+
 def test_to_json_keeps_pyyaml_errors_for_invalid_yaml() -> None:
     with pytest.raises(InputError, match="not valid YAML or JSON"):
         to_json("foo: bar: baz\n")

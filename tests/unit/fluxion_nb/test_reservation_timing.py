@@ -4,7 +4,7 @@ On Kubernetes-shaped pooled nodes the same holds with whole pool vertices as the
 
 On per-core graphs (cores one vertex each, with or without sockets) with running and
 reserved jobs of mixed durations, the start the matcher picks is compared with a plain
-oracle: the first of "now" and the jobs' ends at which enough single cores are free for
+oracle: the first of "now" and the jobs' starts and ends at which enough single cores are free for
 the whole duration (in one socket per slot when there are sockets, in one node when the
 request names a node). Fluxion's planner walk reaches the same time: it tries the times
 at which the cluster's free cores suffice, earliest first, and matches at each.
@@ -98,13 +98,15 @@ def earliest_start(
     by_node: dict[str, str],
     allocated: frozenset[str] = frozenset(),
 ) -> int | None:
-    """The first of 0 and the held jobs' ends at which ``req`` fits for its whole duration.
+    """The first of 0 and the held jobs' starts and ends (the planner's points) at which
+    ``req`` fits for its whole duration.
 
     ``allocated``: cores that record an allocation (a running job, or one replayed by
     update, whenever it starts); as in Fluxion's ``by_excl``, none of them is taken now,
-    whatever its span, while a later start looks at the spans alone.
+    whatever its span, while a later start looks at the spans alone. So when only such
+    records stand in the way now, a later job's start can be the first point that fits.
     """
-    for t in sorted({0} | {h.end for h in held}):
+    for t in sorted({0} | {h.end for h in held} | {h.start for h in held}):
         busy: set[str] = set(allocated) if t == 0 else set()
         for h in held:
             if h.start < t + req.duration and t < h.end:
