@@ -46,6 +46,7 @@ from tests.e2e.test_extender_e2e import Extender, Stack, Suite, _assert_no_overc
 from tests.e2e.test_helm_chart import CHART
 from tests.support.extender import SUITE_LABEL, fluence_scheduler, pod_body
 from tests.support.helm import template
+from webhook.job_policy import DISRUPTION_RULE
 
 LEASE_SECONDS = 3
 """The queue Lease's duration: how long a restarted extender waits to take the queue."""
@@ -838,6 +839,9 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
             "parallelism": 2,
             "completions": 2,
             "backoffLimit": 6,
+            # As the webhook's Jobs entry makes it: the queue's evictions are not failures.
+            "podFailurePolicy": {"rules": [DISRUPTION_RULE]},
+            "podReplacementPolicy": "Failed",
             "template": {"metadata": template["metadata"], "spec": template["spec"]},
         },
     }
@@ -907,6 +911,8 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
             return bool(job.status and job.status.succeeded == 2)
 
         wait_for(complete, 90, "the Job to complete", lambda: str(members()))
+        # The two pods the queue evicted were ignored, not counted toward backoffLimit.
+        assert not batch.read_namespaced_job("sweep", suite.ns).status.failed
         wait_for(
             lambda: sum(n["core"]["allocated"] for n in suite.state_nodes().values()) == 0,
             30,
