@@ -77,6 +77,7 @@ def cmd_images(_: argparse.Namespace) -> int:
     archives = [images.ensure_image(image) for image in images.NODE_IMAGES]
     archives.append(images.ensure_scheduler_image(binaries.kube_scheduler, version))
     archives.append(images.ensure_fluence_image())
+    archives.append(images.ensure_qrmi_example_image())
     for archive in archives:
         print(archive)
     return 0

@@ -363,3 +363,51 @@ def ensure_scheduler_image(binary: Path, version: str, *, log: TextIO | None = N
             context,
             out,
         )
+
+
+# The QRMI example's image ------------------------------------------------------------
+
+QRMI_EXAMPLE_DIR = REPO_ROOT / "examples" / "qrmi"
+QRMI_EXAMPLE_IMAGE = "docker.io/library/fluence-qrmi-example:0.1.0"
+"""What ``examples/qrmi/job.yaml``'s ``fluence-qrmi-example:0.1.0`` means to containerd."""
+
+
+def _copied_sources(recipe: Path) -> list[Path]:
+    """The context files a recipe's ``COPY`` lines name (each line's sources: all but the
+    last word), so a change to any of them, or a new one, rebuilds the image."""
+    sources: set[Path] = set()
+    for line in recipe.read_text().splitlines():
+        words = line.split()
+        if words and words[0].upper() == "COPY":
+            sources.update(recipe.parent / w for w in words[1:-1] if not w.startswith("--"))
+    return sorted(sources)
+
+
+def ensure_qrmi_example_image(*, log: TextIO | None = None) -> Path:
+    """The QRMI example's image, built from ``examples/qrmi/Containerfile`` as shipped over
+    the Debian runtime base (python3 and its venv module), ``qrmi`` installed by pip from
+    the package index; keyed by the recipe and the files it copies."""
+    out = log if log is not None else sys.stderr
+    recipe = QRMI_EXAMPLE_DIR / "Containerfile"
+    inputs = [recipe, *_copied_sources(recipe)]
+    key = _digest(
+        [
+            *(f"{p.relative_to(REPO_ROOT)}".encode() for p in inputs),
+            *(p.read_bytes() for p in inputs),
+            *(p.encode() for p in RUNTIME_PACKAGES),
+        ]
+    )
+    if _archive("qrmi-example", key).is_file():
+        return _archive("qrmi-example", key)
+    with _buildah() as buildah:
+        base = _debian_base("runtime", RUNTIME_PACKAGES, buildah, out)
+    return _build_archive(
+        "qrmi-example",
+        key,
+        QRMI_EXAMPLE_IMAGE,
+        recipe,
+        QRMI_EXAMPLE_DIR,
+        out,
+        build_args={"BASE": base},
+        network=True,
+    )
