@@ -238,11 +238,15 @@ class EnvPlan:
     warnings: list[str] = field(default_factory=list)
     qrmi: list[qrmi.QrmiResource] = field(default_factory=list)
     """The QRMI resources the pod could be given: each one's settings are injected."""
+    run_as_user: int | None = None
+    """The pod's ``securityContext.runAsUser`` (a container's own wins)."""
 
 
 def plan_env(pod: Pod, contract: EnvContract) -> EnvPlan:
     """Decide the target containers of a fluence pod; no targets unless a fluxion type is asked."""
     plan = EnvPlan()
+    if pod.spec.security_context is not None:
+        plan.run_as_user = pod.spec.security_context.run_as_user
     slots = list(containers(pod))
     # Each container's types once: every pod creation waits on this.
     asking = [(slot, fluxion_types(slot.container)) for slot in slots]
@@ -281,6 +285,23 @@ def add_env(plan: EnvPlan, contract: EnvContract, patch: PatchBuilder) -> None:
     ]
     entries += [entry for resource in plan.qrmi for entry in qrmi_settings(resource)]
     _add_entries(plan, entries, patch)
+    if plan.qrmi:
+        for slot in plan.targets:
+            _add_to(slot, qrmi_job(slot, plan.run_as_user), patch)
+
+
+def qrmi_job(slot: ContainerSlot, pod_user: int | None) -> list[dict[str, Any]]:
+    """``QRMI_JOB_ID`` (the pod's UID, through the downward API) and ``QRMI_JOB_UID`` (the
+    user the container runs as, when the pod says): what QRMI's Slurm plugin sets from the
+    job's id and user, and what session types such as pasqal-local require."""
+    out: list[dict[str, Any]] = [
+        {"name": names.ENV_QRMI_JOB_ID, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
+    ]
+    own = slot.container.security_context
+    user = own.run_as_user if own is not None and own.run_as_user is not None else pod_user
+    if user is not None:
+        out.append({"name": names.ENV_QRMI_JOB_UID, "value": str(user)})
+    return out
 
 
 def add_timeouts(plan: EnvPlan, deadline: int | None, patch: PatchBuilder) -> None:
@@ -314,11 +335,16 @@ def qrmi_settings(resource: qrmi.QrmiResource) -> list[dict[str, Any]]:
 def _add_entries(plan: EnvPlan, entries: list[dict[str, Any]], patch: PatchBuilder) -> None:
     """Append ``entries`` to each target container, skipping names it already defines."""
     for slot in plan.targets:
-        defined = slot.container.env_names()
-        has_env = slot.container.env is not None
-        env_path = slot.env_path
-        for entry in entries:
-            if entry["name"] in defined:
-                continue
-            patch.append(env_path, has_env, entry)
-            defined.add(entry["name"])
+        _add_to(slot, entries, patch)
+
+
+def _add_to(slot: ContainerSlot, entries: list[dict[str, Any]], patch: PatchBuilder) -> None:
+    """Append ``entries`` to one container, skipping names it already defines."""
+    defined = slot.container.env_names()
+    has_env = slot.container.env is not None
+    env_path = slot.env_path
+    for entry in entries:
+        if entry["name"] in defined:
+            continue
+        patch.append(env_path, has_env, entry)
+        defined.add(entry["name"])

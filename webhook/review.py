@@ -120,10 +120,15 @@ class ResourceRequirements(msgspec.Struct):
     limits: dict[str, Any] | None = None
 
 
-class Container(msgspec.Struct):
+class SecurityContext(msgspec.Struct, rename="camel"):
+    run_as_user: int | None = None
+
+
+class Container(msgspec.Struct, rename="camel"):
     name: str = ""
     env: list[EnvVar] | None = None
     resources: ResourceRequirements | None = None
+    security_context: SecurityContext | None = None
 
     def resource_names(self) -> set[str]:
         """Every resource named in requests or limits."""
@@ -164,6 +169,7 @@ class PodSpec(msgspec.Struct, rename="camel"):
     scheduling_group: dict[str, Any] | None = None
     active_deadline_seconds: int | None = None
     priority_class_name: str = ""
+    security_context: SecurityContext | None = None
 
 
 class Pod(msgspec.Struct):

@@ -192,3 +192,29 @@ def test_admitting_the_admitted_pod_changes_nothing(p: dict[str, Any]) -> None:
     assert admit(once) == once
     names_once = [e["name"] for e in once["spec"]["containers"][0]["env"]]
     assert len(set(names_once)) == len(names_once)
+
+
+def test_the_job_id_is_the_pods_uid_and_the_job_user_its_run_as_user() -> None:
+    """As QRMI's Slurm plugin sets QRMI_JOB_ID and QRMI_JOB_UID (pasqal-local needs both)."""
+    first = container("a", requests={QPU: "1"})
+    first["securityContext"] = {"runAsUser": 1001}
+    second = container("b", requests={QPU: "1"})
+    obj = pod(first, second)
+    obj["spec"]["securityContext"] = {"runAsUser": 2000}
+    admitted = admit(obj)
+    for index, user in ((0, "1001"), (1, "2000")):  # a container's own user wins
+        env = env_of(admitted, index)
+        assert fieldpath(env["QRMI_JOB_ID"]) == "metadata.uid"
+        assert env["QRMI_JOB_UID"] == {"name": "QRMI_JOB_UID", "value": user}
+
+
+def test_no_job_user_is_made_up_and_a_users_own_values_stay() -> None:
+    env = env_of(admit(pod(container(requests={QPU: "1"}))))
+    assert fieldpath(env["QRMI_JOB_ID"]) == "metadata.uid" and "QRMI_JOB_UID" not in env
+    own = container(requests={QPU: "1"}, env=[{"name": "QRMI_JOB_ID", "value": "mine"}])
+    assert env_of(admit(pod(own)))["QRMI_JOB_ID"] == {"name": "QRMI_JOB_ID", "value": "mine"}
+
+
+def test_pods_no_qrmi_backend_could_serve_get_no_job_id() -> None:
+    env = env_of(admit(pod(container(requests={QPU: "1"})), EnvContract()))
+    assert "QRMI_JOB_ID" not in env and "QRMI_BACKEND" in env
