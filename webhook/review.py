@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 PATCH_TYPE = "JSONPatch"
+
+
+T = TypeVar("T")
 
 
 class ReviewError(ValueError):
@@ -188,15 +191,20 @@ class Pod(msgspec.Struct):
 _pod_decoder = msgspec.json.Decoder(Pod)
 
 
-def decode_pod(raw: msgspec.Raw) -> Pod:
-    """The pod in ``request.object``; ValueError with the reason when it is not one."""
+def _decode(decoder: msgspec.json.Decoder[T], raw: msgspec.Raw, kind: str) -> T:
+    """``request.object`` as ``kind``; ValueError with the reason when it is not one."""
     data = bytes(raw)
     if data.strip() in (b"", b"null"):
         raise ValueError("request.object is empty")
     try:
-        return _pod_decoder.decode(data)
+        return decoder.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
-        raise ValueError(f"request.object is not a Pod: {e}") from None
+        raise ValueError(f"request.object is not a {kind}: {e}") from None
+
+
+def decode_pod(raw: msgspec.Raw) -> Pod:
+    """The pod in ``request.object``; ValueError with the reason when it is not one."""
+    return _decode(_pod_decoder, raw, "Pod")
 
 
 # --- the Job ------------------------------------------------------------------------
@@ -247,13 +255,7 @@ _job_decoder = msgspec.json.Decoder(Job)
 
 def decode_job(raw: msgspec.Raw) -> Job:
     """The batch/v1 Job in ``request.object``; ValueError with the reason when it is not one."""
-    data = bytes(raw)
-    if data.strip() in (b"", b"null"):
-        raise ValueError("request.object is empty")
-    try:
-        return _job_decoder.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as e:
-        raise ValueError(f"request.object is not a Job: {e}") from None
+    return _decode(_job_decoder, raw, "Job")
 
 
 # --- the response ------------------------------------------------------------------

@@ -23,7 +23,7 @@ import pytest
 
 from fluence import names
 from fluence.resources import load as load_resources
-from testbed.node import missing_requirements
+from tests.support.real_node import require_real_node
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "FLUENCE_DEMO_TEST_RUN"
@@ -144,11 +144,8 @@ def pod_rows(output: str) -> dict[str, tuple[str, str, str, str]]:
 @pytest.mark.parametrize("real", [True, False], ids=["real-node", "kwok-only"])
 def test_demo_shows_every_example_pod_placed_and_leaves_nothing_running(real: bool) -> None:
     backends = {r.name for r in load_resources(ROOT / "examples" / "resources.yaml").resources}
-    reason = missing_requirements()
-    if real and reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the demo's real node: {reason}")
-        pytest.skip(reason)
+    if real:
+        require_real_node("the demo's real node")
     with demo("--nodes", "3", *([] if real else ["--no-real-node"])) as run:
         code = run.finish()
         output = run.output

@@ -42,7 +42,7 @@ from fluence.pods import parse_quantity
 from testbed import ControlPlane, images
 from testbed.binaries import kubernetes_version
 from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE
-from testbed.node import RealNode, missing_requirements, pod_logs
+from testbed.node import RealNode, pod_logs
 from testbed.rest import KubeApiError
 from tests.e2e.test_extender_e2e import wait_for
 from tests.e2e.test_rbac_matrix import (
@@ -53,6 +53,7 @@ from tests.e2e.test_rbac_matrix import (
     reference_accounts,
 )
 from tests.support.helm import ensure_helm
+from tests.support.real_node import require_real_node
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -242,11 +243,7 @@ def _allocatable(cp: ControlPlane, node: str, resource: str) -> int:
 def installed(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Installed]:
-    reason = missing_requirements()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the real node: {reason}")
-        pytest.skip(reason)
+    require_real_node()
     how = str(request.param)
     workdir = tmp_path_factory.mktemp(f"install-{how}")
     with ControlPlane(pod_network=True) as cp, RealNode(cp, NODE) as node:

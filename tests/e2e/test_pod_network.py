@@ -7,15 +7,15 @@ of its own (``pod_network=True``) serves them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from testbed import ControlPlane, images
 from testbed.binaries import kubernetes_version
-from testbed.node import RealNode, missing_requirements, pod_logs
+from testbed.node import RealNode, pod_logs
 from tests.e2e.test_extender_e2e import wait_for
+from tests.support.real_node import require_real_node
 
 IN_CLUSTER = (
     "from kubernetes import client, config; config.load_incluster_config(); "
@@ -25,11 +25,7 @@ IN_CLUSTER = (
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[ControlPlane, RealNode]]:
-    reason = missing_requirements()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the real node: {reason}")
-        pytest.skip(reason)
+    require_real_node()
     with ControlPlane(pod_network=True) as cp, RealNode(cp, "real-node") as node:
         node.load_image(images.ensure_fluence_image())
         yield cp, node

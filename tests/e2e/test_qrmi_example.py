@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shlex
 import uuid
@@ -31,7 +30,7 @@ import yaml
 
 from fluence import names
 from testbed import ControlPlane, images
-from testbed.node import DEVICE_PLUGIN_DIR, RealNode, missing_requirements, pod_logs
+from testbed.node import DEVICE_PLUGIN_DIR, RealNode, pod_logs
 from tests.e2e.test_extender_e2e import Extender, wait_for
 from tests.e2e.test_real_node import QPU, allocatable, registrations
 from tests.e2e.test_webhook_admission import CONFIGS, register, wait_effective
@@ -39,6 +38,7 @@ from tests.integration.test_webhook_process import WebhookProcess
 from tests.support.deviceplugin_process import DevicePluginProcess
 from tests.support.extender import fluence_scheduler
 from tests.support.felis_standin import Felis, FelisStandIn
+from tests.support.real_node import require_real_node
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "qrmi"
@@ -58,11 +58,7 @@ JOB_TIMEOUT_S = 180.0
 
 @pytest.fixture(scope="module")
 def real_node(control_plane: ControlPlane) -> Iterator[RealNode]:
-    reason = missing_requirements()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the real node: {reason}")
-        pytest.skip(reason)
+    require_real_node()
     with RealNode(control_plane, NODE) as node:
         yield node
 

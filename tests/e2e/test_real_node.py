@@ -28,11 +28,12 @@ from fluence import names
 from fluence.pods import parse_quantity
 from testbed import ControlPlane, images
 from testbed.binaries import kubernetes_version
-from testbed.node import DEVICE_PLUGIN_DIR, RealNode, missing_requirements, pod_logs
+from testbed.node import DEVICE_PLUGIN_DIR, RealNode, pod_logs
 from tests.e2e.test_extender_e2e import Extender, wait_for
 from tests.e2e.test_webhook_admission import registered_webhook
 from tests.support.deviceplugin_process import DevicePluginProcess
 from tests.support.extender import fluence_scheduler
+from tests.support.real_node import require_real_node
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -58,11 +59,7 @@ def registrations(plugin: DevicePluginProcess, resource: str) -> int:
 
 @pytest.fixture(scope="module")
 def real_node(control_plane: ControlPlane) -> Iterator[RealNode]:
-    reason = missing_requirements()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the real node: {reason}")
-        pytest.skip(reason)
+    require_real_node()
     with RealNode(control_plane, NODE) as node:
         yield node
 
