@@ -114,7 +114,10 @@ class EnvContract:
             for q in config.qrmi
         )
         known = frozenset(config.types()) if loaded else None
-        return cls(tuple(variables), known, qrmi=backends)
+        # QRMI's job variables only where a placement may name a QRMI backend.
+        typed = any(r.attributes.get(names.ATTR_QRMI_TYPE) for r in config.walk())
+        job = QRMI_JOB_VARIABLES if typed or not loaded else ()
+        return cls(tuple(variables), known, qrmi_variables=job, qrmi=backends)
 
     def env_entry(self, env_name: str, annotation: str) -> dict[str, Any]:
         return {

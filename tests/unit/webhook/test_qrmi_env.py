@@ -218,3 +218,13 @@ def test_no_job_user_is_made_up_and_a_users_own_values_stay() -> None:
 def test_pods_no_qrmi_backend_could_serve_get_no_job_id() -> None:
     env = env_of(admit(pod(container(requests={QPU: "1"})), EnvContract()))
     assert "QRMI_JOB_ID" not in env and "QRMI_BACKEND" in env
+
+
+def test_a_config_without_qrmi_types_brings_no_qrmi_job_variables() -> None:
+    plain = EnvContract.from_config(
+        resources.parse("resources:\n- type: qpu\n  name: aer\n  attributes: {vendor: ibm}\n"),
+        loaded=True,
+    )
+    env = env_of(admit(pod(container(requests={QPU: "1"})), plain))
+    assert "QRMI_BACKEND" in env and "FLUXION_VENDOR" in env
+    assert not {k for k in env if k.startswith(("QRMI_JOB_", "SLURM_JOB_"))}
