@@ -6,6 +6,8 @@ on a fresh control plane with the same nodes, so no rule inherits another's stat
 - ``default``: kube-scheduler's default profile, pods without groups;
 - ``native``: the same profile with kube-scheduler's gang scheduling (the pods name a
   ``scheduling.k8s.io`` PodGroup) and, where asked, its topology-aware placement;
+- ``native-packed``: ``native`` with the scoring a user who wants packing sets
+  (``NodeResourcesFit`` with the ``MostAllocated`` strategy);
 - ``fluence``: the same PodGroups and pods for a kube-scheduler whose profile calls
   ``fluence-extender`` (filter and bind for every pod);
 - ``queue``: ``fluence``'s scheduler and extender, but the pods carry the scheduling gate
@@ -54,6 +56,17 @@ from testbed import ControlPlane
 from testbed.cluster import selected_release
 from testbed.schedconfig import scheduler_config
 
+MOST_ALLOCATED: dict[str, Any] = {
+    "name": "NodeResourcesFit",
+    "args": {
+        "scoringStrategy": {
+            "type": "MostAllocated",
+            "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+        }
+    },
+}
+"""kube-scheduler's packing score, as a user who wants few racks busy configures it."""
+
 
 @dataclass
 class NodeSet:
@@ -65,7 +78,16 @@ class NodeSet:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-RULES = ("default", "native", "fluence", "queue", "queue-only", "null", "null-queue")
+RULES = (
+    "default",
+    "native",
+    "native-packed",
+    "fluence",
+    "queue",
+    "queue-only",
+    "null",
+    "null-queue",
+)
 
 
 @dataclass
@@ -201,6 +223,8 @@ def rule_cluster(
                 if rule == "null-queue":
                     stack.enter_context(null_queue(cp.kubeconfig, log_path))
                 config = scheduler_config(None, profile="default-scheduler")
+                if rule == "native-packed":
+                    config["profiles"][0]["pluginConfig"] = [MOST_ALLOCATED]
                 scheduler_name = "default-scheduler"
             config["podMaxBackoffSeconds"] = max_backoff_s
             tune_scheduler(config, extender=extended, client_qps=client_qps)

@@ -376,6 +376,15 @@ def scheduler_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
         "client_qps": client.get("qps", "default (50)"),
         "client_burst": client.get("burst", "default (100)"),
         "extender": bool(doc.get("extenders")),
+        "scoring": next(
+            (
+                c["args"]["scoringStrategy"]["type"]
+                for profile in doc.get("profiles") or ()
+                for c in profile.get("pluginConfig") or ()
+                if c.get("name") == "NodeResourcesFit"
+            ),
+            "LeastAllocated (default)",
+        ),
     }
 
 

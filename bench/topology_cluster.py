@@ -10,6 +10,8 @@ four rules, each on a fresh control plane with the same nodes (racks x nodes of
   scheduling (gate ``TopologyAwareWorkloadScheduling``): a gang that requires one
   rack says so in its PodGroup's ``schedulingConstraints.topology``; the others say
   nothing;
+- ``native-packed``: ``native`` scoring nodes ``MostAllocated``, as a user who wants
+  gangs packed into few racks configures kube-scheduler;
 - ``fluence``: the same PodGroups and pods for a kube-scheduler whose profile calls
   ``fluence-extender`` (which packs gangs without a constraint into the fewest racks);
 - ``queue``: ``fluence``'s scheduler and extender, the pods created behind the queue's
@@ -27,13 +29,15 @@ Gangs come one at a time (sizes 2 to 128 one-cpu pods, seeded, a share requiring
 rack). A gang whose pods are not all bound within ``--wait`` seconds is counted as
 waiting and deleted; after each placed gang a running one ends with chance
 ``--churn`` (its pods and PodGroup deleted), leaving holes as a busy cluster does.
-Printed as JSON and drawn into ``bench/out/topology-cluster.png``: gangs placed,
-racks spanned per gang (mean, max, share at the ideal ``ceil(size / rack cpus)``),
-racks left wholly free, seconds from a gang's creation to its last bind (sum, and
-pods bound per second of it).
+Each of ``--runs`` runs runs every rule once, in an order rotated per run. Printed as
+JSON (each rule's runs, and per rule the median and range over them) and drawn into
+``bench/out/topology-cluster.png`` (the first run): gangs placed, racks spanned per gang
+(mean, max, share at the ideal ``ceil(size / rack cpus)``), racks left wholly free,
+seconds from a gang's creation to its last bind (sum, and pods bound per second of it),
+and the time ratios paired run by run.
 
-Usage: python bench/topology_cluster.py [--racks 8] [--nodes 16] [--gangs 100]
-    [--rules native fluence queue null] [--client-qps 5000]
+Usage: python bench/topology_cluster.py [--racks 8] [--nodes 16] [--gangs 100] [--runs 3]
+    [--rules native native-packed fluence queue null] [--client-qps 5000]
 """
 
 from __future__ import annotations
@@ -51,12 +55,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.cluster_rules import NodeSet, RuleCluster, one_cpu_pod, podgroup, rule_cluster  # noqa: E402
-from bench.extender_throughput import CLIENT_QPS  # noqa: E402
+from bench.extender_throughput import CLIENT_QPS, median_range  # noqa: E402
 from bench.plots import racks_spanned  # noqa: E402
 from bench.topology import RACK, ZONE, workload  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-RULES = ("native", "fluence", "queue", "null")
+RULES = ("native", "native-packed", "fluence", "queue", "null")
 NS = "gangs"
 POLL_S = 0.1
 
@@ -178,6 +182,7 @@ def main() -> None:
         default=CLIENT_QPS,
         help="kube-scheduler's client QPS and burst (0: its defaults, 50 and 100)",
     )
+    p.add_argument("--runs", type=int, default=1, help="runs of every rule, rotated")
     args = p.parse_args()
     capacity = {"cpu": str(args.cpu), "memory": "64Gi", "pods": "110"}
     node_sets: list[NodeSet] = []
@@ -188,13 +193,18 @@ def main() -> None:
         node_sets.append(NodeSet(prefix, args.nodes, capacity, labels))
         rack_of |= {f"{prefix}{i}": labels[RACK] for i in range(args.nodes)}
     gangs = workload(args.gangs, args.required, args.seed)
-    rows = [
-        run_rule(rule, node_sets, rack_of, gangs, args.nodes * args.cpu, args)
-        for rule in args.rules
-    ]
+    rules = tuple(args.rules)
+    runs: list[dict[str, dict[str, Any]]] = []
+    for i in range(args.runs):
+        order = rules[i % len(rules) :] + rules[: i % len(rules)]
+        runs.append(
+            {
+                rule: run_rule(rule, node_sets, rack_of, gangs, args.nodes * args.cpu, args)
+                for rule in order
+            }
+        )
     OUT.mkdir(exist_ok=True)
-    figure = plot(rows, OUT / "topology-cluster.png")
-    by_rule = {r["rule"]: r for r in rows}
+    figure = plot([runs[0][r] for r in rules], OUT / "topology-cluster.png")
     summary: dict[str, Any] = {
         "racks": args.racks,
         "nodes_per_rack": args.nodes,
@@ -202,21 +212,47 @@ def main() -> None:
         "gangs": args.gangs,
         "required_share": args.required,
         "churn": args.churn,
-        "results": [{k: v for k, v in r.items() if k != "spans"} for r in rows],
+        "runs": args.runs,
+        "results": {
+            rule: {
+                **{
+                    key: median_range([run[rule][key] for run in runs])
+                    for key in (
+                        "gangs_placed",
+                        "gangs_waiting",
+                        "racks_per_gang_mean",
+                        "racks_per_gang_max",
+                        "share_at_ideal_racks",
+                        "racks_wholly_free",
+                        "placing_seconds",
+                        "pods_per_second",
+                    )
+                },
+                "scheduler": runs[0][rule]["scheduler"],
+            }
+            for rule in rules
+        },
         "plot": str(figure),
     }
     pairs = (
+        ("native-packed", "native"),
         ("fluence", "native"),
         ("queue", "native"),
+        ("queue", "native-packed"),
         ("queue", "fluence"),
         ("null", "native"),
         ("fluence", "null"),
         ("queue", "null"),
     )
     for a, b in pairs:
-        if {a, b} <= by_rule.keys() and by_rule[b]["placing_seconds"]:
-            summary[f"ratio_time_{a}_vs_{b}"] = round(
-                by_rule[a]["placing_seconds"] / by_rule[b]["placing_seconds"], 2
+        if {a, b} <= set(rules):
+            summary[f"ratio_time_{a}_vs_{b}"] = median_range(
+                [
+                    run[a]["placing_seconds"] / run[b]["placing_seconds"]
+                    if run[b]["placing_seconds"]
+                    else None
+                    for run in runs
+                ]
             )
     print(json.dumps(summary, indent=2))
 
