@@ -86,7 +86,12 @@ def stack(
     extender.env["FLUENCE_QUEUE_LEASE_NAMESPACE"] = lease_namespace
     extender.env["FLUENCE_QUEUE_LEASE_SECONDS"] = str(LEASE_SECONDS)
     with fluence_scheduler(control_plane, extender) as scheduler:
-        yield Stack(control_plane, extender, scheduler)
+        stack = Stack(control_plane, extender, scheduler)
+        try:
+            yield stack
+        finally:
+            # A test may have started another in its place (without_extender_calls).
+            control_plane.stop_scheduler(stack.scheduler)
 
 
 @pytest.fixture
