@@ -182,7 +182,6 @@ class GatedQueue:
         self.writer = writer
         self.evictor = evictor
         self.interval = interval
-        self.backoff = backoff
         self.retry_limit = retry_limit
         self.clock = clock
         self.conditions = conditions

@@ -285,6 +285,19 @@ def warnings_about(suite: Suite, name: str, reason: str) -> list[Any]:
     ]
 
 
+def wait_held(suite: Suite, name: str, state: str, timeout: float = 30) -> dict[str, Any]:
+    """Until the extender's ``/state`` holds the pod in ``state``; that holding."""
+    key = f"{suite.ns}/{name}"
+    wait_for(
+        lambda: suite.state_pods().get(key, {}).get("state") == state,
+        timeout,
+        f"the extender to hold {name} as {state}",
+        lambda: str(suite.state_pods()),
+    )
+    held: dict[str, Any] = suite.state_pods()[key]
+    return held
+
+
 def finish(suite: Suite, name: str) -> None:
     """The pod's containers exit 0 (KWOK): what it held is free again."""
     suite.stack.cp.kwok.succeed(suite.ns, name)
@@ -330,13 +343,7 @@ def test_a_gated_pod_is_released_pinned_to_its_node_and_bound(suite: Suite) -> N
     record = record_of(pod)
     assert record["group"] == f"{suite.ns}/solo" and record["amounts"]["core"] == 2000
     suite.stack.cp.kwok.wait_for_phase(suite.ns, "solo", "Running")
-    wait_for(
-        lambda: suite.state_pods().get(f"{suite.ns}/solo", {}).get("state") == "committed",
-        20,
-        "the extender to hold the bound pod as committed",
-        lambda: str(suite.state_pods()),
-    )
-    assert suite.state_pods()[f"{suite.ns}/solo"]["node"] == node
+    assert wait_held(suite, "solo", "committed", 20)["node"] == node
     allocated = sum(n["core"]["allocated"] for n in suite.state_nodes().values())
     assert allocated == 3000  # solo and the probe
 
@@ -616,25 +623,13 @@ def test_without_extender_calls_the_queue_places_and_kube_scheduler_binds_alone(
         pod = suite.get(p)
         assert_released_to(pod, node)
         assert record_of(pod)["group"] == f"{suite.ns}/trio"
-    wait_for(
-        lambda: all(
-            suite.state_pods().get(f"{suite.ns}/{p}", {}).get("state") == "committed" for p in gang
-        ),
-        30,
-        "the extender to follow kube-scheduler's binds to committed",
-        lambda: str(suite.state_pods()),
-    )
+    for p, node in bound.items():  # kube-scheduler's binds, followed to committed
+        assert wait_held(suite, p, "committed")["node"] == node
     # A pod created without the gate is kube-scheduler's alone; the extender counts what it
     # holds, so the queue never hands that room out again.
     suite.pod("ungated", cpu="1", memory="64Mi")
     node = suite.wait_bound("ungated")["ungated"]
-    wait_for(
-        lambda: suite.state_pods().get(f"{suite.ns}/ungated", {}).get("state") == "foreign",
-        30,
-        "the extender to account for the pod kube-scheduler placed",
-        lambda: str(suite.state_pods()),
-    )
-    assert suite.state_pods()[f"{suite.ns}/ungated"]["node"] == node
+    assert wait_held(suite, "ungated", "foreign")["node"] == node
     gated_pod(suite, "late", cpu="1")
     late = suite.wait_bound("late")["late"]
     assert late != node, "the node the ungated pod filled (3 + 1 of 4 cpu) has no room left"
@@ -917,7 +912,8 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
 
         wait_for(complete, 90, "the Job to complete", lambda: str(members()))
         # The two pods the queue evicted were ignored, not counted toward backoffLimit.
-        assert not batch.read_namespaced_job("sweep", suite.ns).status.failed
+        status = batch.read_namespaced_job("sweep", suite.ns).status
+        assert status is not None and not status.failed
         wait_for(
             lambda: sum(n["core"]["allocated"] for n in suite.state_nodes().values()) == 0,
             30,
