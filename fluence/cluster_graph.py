@@ -159,6 +159,11 @@ class ClusterGraph:
         self._job_nodes: dict[int, str] = {}
         self._rebuild({n.name: n for n in nodes})
 
+    @property
+    def config(self) -> ResourcesConfig:
+        """The resources config the graph is built from now."""
+        return self._config
+
     # ---- building ----------------------------------------------------------------------
 
     def _rebuild(self, nodes: Mapping[str, Node]) -> list[int]:

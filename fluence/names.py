@@ -186,6 +186,16 @@ ATTR_QRMI_TYPE = "qrmi_type"
 """The backend attribute holding a QRMI type; required as ``require-qrmi_type: <type>``."""
 QRMI_SECRET = "fluence-qrmi"
 """Default Secret (in the pod's namespace) holding QRMI credentials, keyed ``<name>_<key>``."""
+ANNOTATION_QRMI_TOKEN_PREFIX = f"{DOMAIN}/qrmi-token."
+"""Written with a release: ``<prefix><name>`` holds the acquisition token of resource
+``<name>``, read by the pod as ``<name>_QRMI_JOB_ACQUISITION_TOKEN``."""
+FINALIZER_QRMI_RELEASE = f"{DOMAIN}/qrmi-release"
+"""On every pod holding an acquisition: the pod object stays until fluence released it."""
+
+
+def qrmi_token_annotation(resource: str) -> str:
+    """The annotation that carries ``resource``'s acquisition token on a pod."""
+    return ANNOTATION_QRMI_TOKEN_PREFIX + resource
 
 
 def qrmi_env(resource: str, key: str) -> str:

@@ -1,16 +1,17 @@
 """The one write that releases a gated pod to kube-scheduler, pinned to its node.
 
-A JSON Patch of the pod: the allocation annotations (sealed record, backend)
-go on, the pod's required node affinity is narrowed to the node Fluxion chose
-(``metadata.name In [node]`` added to every term, which the API server allows
-on a gated pod), and the queue's gate comes off, all at once: kube-scheduler
-never sees the pod ungated without its node. ``test`` ops make the patch fail
-rather than apply to a recreated pod or to a gate list that changed meanwhile.
+A JSON Patch of the pod: the allocation annotations (sealed record, backend,
+a QRMI acquisition's token and the finalizer that holds it) go on, the pod's
+required node affinity is narrowed to the node Fluxion chose (``metadata.name
+In [node]`` added to every term, which the API server allows on a gated pod),
+and the queue's gate comes off, all at once: kube-scheduler never sees the
+pod ungated without its node. ``test`` ops make the patch fail rather than
+apply to a recreated pod or to a gate list that changed meanwhile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from fluence import names
 from fluence.json_patch import PatchBuilder, PatchOp
@@ -24,8 +25,10 @@ def pin(node: str) -> dict[str, object]:
     return {"key": names.NODE_NAME_FIELD, "operator": "In", "values": [node]}
 
 
-def release_ops(pod: Pod, node: str, annotations: Mapping[str, str]) -> list[PatchOp]:
-    """The patch that releases ``pod`` (gated by the queue) to ``node``.
+def release_ops(
+    pod: Pod, node: str, annotations: Mapping[str, str], finalizers: Sequence[str] = ()
+) -> list[PatchOp]:
+    """The patch that releases ``pod`` (gated by the queue) to ``node``, adding ``finalizers``.
 
     ValueError when the pod does not carry the queue's gate: it is not the queue's
     to release.
@@ -38,6 +41,9 @@ def release_ops(pod: Pod, node: str, annotations: Mapping[str, str]) -> list[Pat
     patch.ops.append({"op": "test", "path": "/metadata/uid", "value": pod.metadata.uid})
     for key, value in sorted(annotations.items()):
         patch.put("/metadata/annotations", bool(pod.metadata.annotations), key, value)
+    for finalizer in finalizers:
+        if finalizer not in pod.metadata.finalizers:
+            patch.append("/metadata/finalizers", bool(pod.metadata.finalizers), finalizer)
     if node:  # a pod that asks for nothing held has no node to keep to
         _narrow(pod, node, patch)
     gate = f"/spec/schedulingGates/{index}"

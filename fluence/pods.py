@@ -118,6 +118,7 @@ class ObjectMeta(msgspec.Struct, rename="camel", omit_defaults=True):
     deletion_timestamp: str | None = None
     creation_timestamp: str | None = None
     owner_references: list[OwnerReference] = []
+    finalizers: list[str] = []
 
     @property
     def controller(self) -> OwnerReference | None:
@@ -175,6 +176,10 @@ class Affinity(msgspec.Struct, rename="camel", omit_defaults=True):
     node_affinity: NodeAffinity | None = None
 
 
+class PodSecurityContext(msgspec.Struct, rename="camel", omit_defaults=True):
+    run_as_user: int | None = None
+
+
 class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     scheduler_name: str = "default-scheduler"
     node_name: str = ""
@@ -191,6 +196,7 @@ class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     preemption_policy: str = ""
     """``Never``: the pod waits rather than preempt (from its PriorityClass)."""
     active_deadline_seconds: int | None = None
+    security_context: PodSecurityContext | None = None
 
 
 class PodStatus(msgspec.Struct, rename="camel", omit_defaults=True):

@@ -33,7 +33,9 @@ class QrmiResource:
 
     ``settings`` are plain values the config holds; ``secrets`` are the keys whose
     values a pod reads from ``secret`` (a Secret in its own namespace), each under
-    the key ``<name>_<key>``, the variable's own name.
+    the key ``<name>_<key>``, the variable's own name. ``acquire``: fluence acquires
+    the resource for the pods it is given and releases it when they are done, as
+    QRMI's Slurm plugin does for a job (``false``: the program does it alone).
     """
 
     name: str
@@ -41,6 +43,7 @@ class QrmiResource:
     settings: tuple[tuple[str, str], ...] = ()
     secrets: tuple[str, ...] = ()
     secret: str = names.QRMI_SECRET
+    acquire: bool = True
 
     def variable(self, key: str) -> str:
         return names.qrmi_env(self.name, key)

@@ -30,8 +30,11 @@ qpu may get it, and at most one pod holds it at a time; its QRMI type is the
 attribute ``qrmi_type``. Credentials (API keys, tokens, secrets) are never
 written here: their value is left empty and read by the pod from a Secret
 (``secret``, default ``fluence-qrmi``, key ``<name>_<key>``); a value written
-inline makes the whole config refused. ``secret``, ``qubits`` and
-``attributes`` are fluence's own fields; QRMI ignores them.
+inline makes the whole config refused. fluence acquires each resource for the
+pods it gives it and releases it when they are done, as QRMI's Slurm plugin
+does (``acquire: false`` leaves both to the program); the acquisition uses the
+same Secret in the extender's own namespace. ``secret``, ``qubits``, ``acquire``
+and ``attributes`` are fluence's own fields; QRMI ignores them.
 """
 
 from __future__ import annotations
@@ -215,6 +218,15 @@ def _qrmi_entry(
             secrets.append(key)
             continue
         settings.append((key, _scalar(value)))
+    acquire = raw.get("acquire", True)
+    if not isinstance(acquire, bool):
+        raise ResourcesConfigError(f"QRMI resource {name!r}: 'acquire' must be true or false")
+    if acquire and not _ANNOTATION_NAME.match(names.qrmi_token_annotation(name).split("/")[1]):
+        raise ResourcesConfigError(
+            f"QRMI resource {name!r}: fluence acquires it and writes its token in annotation "
+            f"{names.qrmi_token_annotation(name)!r}, which the name makes invalid (letters, "
+            "digits, '-', '_' or '.', at most 52 characters); rename it or set 'acquire: false'"
+        )
     qubits = raw.get("qubits")
     if qubits is not None and (
         isinstance(qubits, bool) or not isinstance(qubits, int) or qubits < 1
@@ -226,7 +238,9 @@ def _qrmi_entry(
     if qubits:
         qpu["with"] = [{"type": QRMI_QUBIT_TYPE, "count": qubits}]
     entry = {"type": QRMI_DEVICE_TYPE, "name": name, "attributes": attrs, "with": [qpu]}
-    definition = qrmi.QrmiResource(name, rtype, tuple(settings), tuple(secrets), secret)
+    definition = qrmi.QrmiResource(
+        name, rtype, tuple(settings), tuple(secrets), secret, acquire=acquire
+    )
     return definition, entry
 
 
@@ -237,6 +251,7 @@ QRMI_QUBIT_TYPE = "qubit"
 asks for either kind of backend."""
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ANNOTATION_NAME = re.compile(r"^(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _SECRET_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 

@@ -35,6 +35,7 @@ from scheduler_extender.eviction import ApiEvictor
 from scheduler_extender.gated_queue import GatedQueue
 from scheduler_extender.leadership import AlwaysLeader, LeaseElector
 from scheduler_extender.podgroup_cleanup import PodGroupCleanup, api_podgroup_deleter
+from scheduler_extender.qrmi_acquisition import Acquisitions, QrmiLibrary, api_secret_reader
 from scheduler_extender.requeue import Requeuer, api_condition_writer
 from scheduler_extender.scheduling import Scheduler
 from scheduler_extender.settings import ExtenderSettings
@@ -100,12 +101,21 @@ def main(argv: list[str] | None = None) -> None:
         scheduler_name=settings.scheduler_name,
         evictor=ApiEvictor(api, events) if settings.preemption else None,
     )
+    acquisitions = Acquisitions(
+        QrmiLibrary(settings.qrmi_python),
+        lambda: {q.name: q for q in graph.config.qrmi},
+        api_secret_reader(api, settings.qrmi_credentials_namespace),
+        warn=lambda pod, reason, message: events.warn(
+            pod.metadata.namespace, pod.metadata.name, pod.metadata.uid, reason, message
+        ),
+    )
     gated = GatedQueue(
         scheduler,
         binder,
         evictor=ApiEvictor(api, events),
         retry_limit=settings.queue_retry_limit,
         conditions=api_condition_writer(api),
+        acquisitions=acquisitions,
     )
     if settings.queue:
         cache.pods.add_handler(gated.on_pod)

@@ -45,6 +45,7 @@ from fluence.pods import Pod
 from fluence.reflectors import DELETED
 from fluence.scheduling.holdings import Holding
 from scheduler_extender.gang_timeouts import GangTimeouts
+from scheduler_extender.qrmi_acquisition import AcquireFailed, Acquisitions
 from scheduler_extender.scheduling import BindOutcomeUnknown, ReleaseRefused, Scheduler
 
 log = logging.getLogger(__name__)
@@ -175,9 +176,12 @@ class GatedQueue:
         retry_limit: int = DEFAULT_RETRY_LIMIT,
         conditions: ConditionWriter | None = None,
         status_interval: float = DEFAULT_STATUS_INTERVAL,
+        acquisitions: Acquisitions | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
+        self.acquisitions = acquisitions
+        """QRMI resources acquired before a release and released after (None: not done)."""
         self.ledger = scheduler.ledger
         self.writer = writer
         self.evictor = evictor
@@ -213,6 +217,8 @@ class GatedQueue:
         """A reflector handler: keep the gated pods; wake the loop when room may have freed."""
         key = pod.key
         mine = pod.spec.scheduler_name == self.scheduler.scheduler_name
+        if self.acquisitions is not None:
+            self.acquisitions.on_pod(kind, pod)
         with self._lock:
             if kind != DELETED and mine and pod.gated_by(names.QUEUE_GATE):
                 if not pod.metadata.deletion_timestamp:
@@ -280,6 +286,8 @@ class GatedQueue:
             if reason:
                 waiting.append(Waiting(ref.key, len(members), reason, gated_keys))
         self.waiting = waiting
+        if self.acquisitions is not None:
+            self.acquisitions.keep_only(found)
         return releases
 
     def _place(
@@ -300,14 +308,38 @@ class GatedQueue:
             why = self._place_within_pod_limits(ref, members, to_place, room)
             if why:
                 return why
-        for m in members:
-            held = ledger.get(m.key)
-            if held is None or not ours_alone(m) or m.key in self._sent:
-                continue
+        due = [
+            (m, held)
+            for m in members
+            if (held := ledger.get(m.key)) is not None and ours_alone(m) and m.key not in self._sent
+        ]
+        try:
+            acquired = self._acquire(ref.key, members, [h for _, h in due])
+        except AcquireFailed as exc:
+            for m, _ in due:
+                ledger.release(m.key, str(exc))
+            return str(exc)
+        finalizers = [names.FINALIZER_QRMI_RELEASE] if acquired else []
+        for m, held in due:
             ledger.touch(m.key)
-            ops = release_ops(m, held.node, ledger.annotations(held))
+            annotations = {**ledger.annotations(held), **acquired}
+            ops = release_ops(m, held.node, annotations, finalizers)
             out.append(Release(m.key, m.metadata.uid, ref.key, held.node, ops))
         return ""
+
+    def _acquire(self, group: str, members: list[Pod], held: list[Holding]) -> dict[str, str]:
+        """The token annotation of the group's QRMI acquisition, made now if need be ({}:
+        nothing to acquire). AcquireFailed when the resource could not be acquired."""
+        if self.acquisitions is None:
+            return {}
+        backend = next((h.backend for h in held if h.backend is not None), None)
+        if backend is None:
+            return {}
+        resource = self.acquisitions.needs(backend.attributes, backend.name)
+        if resource is None:
+            return {}
+        token = self.acquisitions.acquire(group, resource, members)
+        return {names.qrmi_token_annotation(resource.name): token}
 
     def _place_within_pod_limits(
         self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod], room: PodRoom
@@ -445,8 +477,24 @@ class GatedQueue:
             self.poke()
             return
         _released.add(1)
+        if self.acquisitions is not None:
+            self.acquisitions.written(r.group)
         self._pinned_since.setdefault(r.group, self.clock())
         log.info("pod released", extra={"pod": r.pod, "node": r.node, "group": r.group})
+
+    async def let_go(self) -> None:
+        """Release the QRMI acquisitions whose pods are done, and take their finalizers off."""
+        if self.acquisitions is None:
+            return
+        removals = await asyncio.to_thread(self.acquisitions.reap)
+        await asyncio.gather(*(self._unfinalize(pod, ops) for pod, ops in removals))
+
+    async def _unfinalize(self, pod: str, ops: Sequence[PatchOp]) -> None:
+        namespace, _, name = pod.partition("/")
+        try:
+            await self.writer.release(namespace, name, ops)
+        except (ReleaseRefused, BindOutcomeUnknown) as exc:
+            log.warning("finalizer not removed; tried again", extra={"pod": pod, "error": str(exc)})
 
     # ---- the loop ----------------------------------------------------------------------
 
@@ -480,6 +528,7 @@ class GatedQueue:
                 releases = await asyncio.to_thread(self.plan)
                 if releases:
                     await self.write(releases)
+                await self.let_go()
                 await asyncio.to_thread(self.tell)
                 self.timeouts.forget_quiet(
                     {w.group for w in self.waiting} | set(self._pinned_since)

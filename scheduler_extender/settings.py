@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from fluence.settings import ServerSettings
+from scheduler_extender.qrmi_acquisition import default_python
 
 
 class ExtenderSettings(ServerSettings):
@@ -120,6 +121,18 @@ class ExtenderSettings(ServerSettings):
         description="Gang timeouts after which a released group is not placed again (its "
         "pods wait gated with the reason until this extender restarts); each timeout evicts "
         "the group and doubles its back-off, from 10 s.",
+    )
+    qrmi_python: str = Field(
+        default_factory=default_python,
+        description="Python interpreter that has the qrmi library (the qrmi dependency "
+        "group), with which the queue acquires QRMI resources before a release and releases "
+        "them after (default: the image's /opt/qrmi/bin/python; empty: groups given a "
+        "resource fluence acquires wait, with the reason).",
+    )
+    qrmi_credentials_namespace: str = Field(
+        default="kube-system",
+        description="Namespace of the Secrets holding the credentials the queue acquires QRMI "
+        "resources with (each resource's 'secret', keys <name>_<key>): the extender's own.",
     )
     queue_identity: str = Field(
         default="",

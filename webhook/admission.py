@@ -70,7 +70,7 @@ def mutate(
         return result
     plan = env.plan_env(pod, contract)
     result.warnings.extend(plan.warnings)
-    env.add_env(plan, contract, result.patch)
+    env.add_env(plan, contract, result.patch, queued=queue)
     if plan.qrmi and needs_job_deadline(pod) is not None:
         result.timeouts = plan
     else:

@@ -10,8 +10,9 @@ QRMI programs get what QRMI's Slurm plugin would give them: the job's resources 
 types (``QRMI_JOB_QPU_*``, ``SLURM_JOB_QPU_*``) through the downward API as above,
 and each resource's ``<name>_<key>`` settings. Those names depend on the backend, and
 the backend is chosen after admission, so every QRMI backend the pod could be given
-gets its settings: plain ones as values, credentials as optional references to a
-Secret in the pod's namespace, ``<name>_QRMI_JOB_TIMEOUT_SECONDS`` from the pod's
+gets its settings: plain ones as values, credentials as references to a Secret in
+the pod's namespace, ``<name>_QRMI_JOB_ACQUISITION_TOKEN`` from the annotation the
+queue's release writes, ``<name>_QRMI_JOB_TIMEOUT_SECONDS`` from the pod's
 ``activeDeadlineSeconds``. QRMI reads only the resources it is told it has.
 """
 
@@ -280,13 +281,18 @@ def plan_env(pod: Pod, contract: EnvContract) -> EnvPlan:
     return plan
 
 
-def add_env(plan: EnvPlan, contract: EnvContract, patch: PatchBuilder) -> None:
-    """Add every contract variable a target container does not define yet (by name)."""
+def add_env(
+    plan: EnvPlan, contract: EnvContract, patch: PatchBuilder, *, queued: bool = True
+) -> None:
+    """Add every contract variable a target container does not define yet (by name).
+
+    ``queued``: the pod waits for the queue, which acquires its QRMI resources.
+    """
     entries = [
         contract.env_entry(env_name, annotation)
         for env_name, annotation in (*contract.variables, *contract.qrmi_variables)
     ]
-    entries += [entry for resource in plan.qrmi for entry in qrmi_settings(resource)]
+    entries += [entry for resource in plan.qrmi for entry in qrmi_settings(resource, queued)]
     _add_entries(plan, entries, patch)
     if plan.qrmi:
         for slot in plan.targets:
@@ -321,17 +327,26 @@ def add_timeouts(plan: EnvPlan, deadline: int | None, patch: PatchBuilder) -> No
     _add_entries(plan, entries, patch)
 
 
-def qrmi_settings(resource: qrmi.QrmiResource) -> list[dict[str, Any]]:
+def qrmi_settings(resource: qrmi.QrmiResource, queued: bool = True) -> list[dict[str, Any]]:
     """``<name>_<key>`` for each setting of ``resource``: values inline, credentials by
-    reference to its Secret in the pod's namespace (optional: a pod the backend is not
-    given does not need it; QRMI names the missing variable if the chosen one lacks it)."""
+    reference to its Secret in the pod's namespace, and the acquisition token when the
+    queue acquires it (from the annotation the release writes).
+
+    The references are required: a pod whose namespace lacks the Secret or a key is not
+    started, and the kubelet says which in an Event (``CreateContainerConfigError``),
+    where an optional one would leave QRMI failing inside the program, run after run.
+    """
     out: list[dict[str, Any]] = [
         {"name": resource.variable(key), "value": value} for key, value in resource.settings
     ]
     for key in resource.secrets:
         variable = resource.variable(key)
-        ref = {"name": resource.secret, "key": variable, "optional": True}
+        ref = {"name": resource.secret, "key": variable}
         out.append({"name": variable, "valueFrom": {"secretKeyRef": ref}})
+    if queued and resource.acquire:
+        path = names.annotation_fieldpath(names.qrmi_token_annotation(resource.name))
+        variable = resource.variable(names.QRMI_JOB_ACQUISITION_TOKEN_KEY)
+        out.append({"name": variable, "valueFrom": {"fieldRef": {"fieldPath": path}}})
     return out
 
 

@@ -63,24 +63,39 @@ def test_every_backend_the_pod_could_get_brings_its_settings() -> None:
     assert env["FRESNEL_QRMI_PASQAL_CLOUD_PROJECT_ID"]["value"].startswith("0000")
 
 
-def test_credentials_are_optional_references_to_a_secret_in_the_pods_namespace() -> None:
+def test_credentials_are_required_references_to_a_secret_in_the_pods_namespace() -> None:
+    """Required: a missing Secret or key stops the container with the kubelet's Event
+    (CreateContainerConfigError) instead of a program failing on an unset variable."""
     env = env_of(admit(pod(container(requests={QPU: "1"}))))
     assert env[f"{FELIS}_QRMI_AB_FELIS_API_KEY"]["valueFrom"] == {
-        "secretKeyRef": {
-            "name": "fluence-qrmi",
-            "key": f"{FELIS}_QRMI_AB_FELIS_API_KEY",
-            "optional": True,
-        }
+        "secretKeyRef": {"name": "fluence-qrmi", "key": f"{FELIS}_QRMI_AB_FELIS_API_KEY"}
     }
     assert env["FRESNEL_QRMI_PASQAL_CLOUD_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"] == {
         "name": "pasqal-credentials",
         "key": "FRESNEL_QRMI_PASQAL_CLOUD_AUTH_TOKEN",
-        "optional": True,
     }
     for entry in env.values():
         assert "value" in entry or "valueFrom" in entry
         if "APIKEY" in entry["name"] or "TOKEN" in entry["name"] or "SECRET" in entry["name"]:
             assert "value" not in entry
+
+
+def test_the_acquisition_token_comes_from_the_annotation_the_queue_writes() -> None:
+    config = resources.parse(
+        "resources:\n"
+        "  - {name: a, type: qiskit-runtime-service, environment: {QRMI_IBM_QRS_ENDPOINT: e}}\n"
+        "  - {name: b, type: pasqal-cloud, acquire: false, environment: {X: y}}\n"
+    )
+    contract = EnvContract.from_config(config, loaded=True)
+    obj = pod(container(requests={QPU: "1"}))
+    queued = env_of(
+        dict(apply_patch(obj, mutate(msgspec.convert(obj, Pod), "team", contract).patch.ops))
+    )
+    token = queued["a_QRMI_JOB_ACQUISITION_TOKEN"]
+    assert fieldpath(token) == names.annotation_fieldpath(names.qrmi_token_annotation("a"))
+    assert "b_QRMI_JOB_ACQUISITION_TOKEN" not in queued  # acquire: false, the program does it
+    # Without the queue nothing acquires: no token (QRMI would take an empty one for a session).
+    assert "a_QRMI_JOB_ACQUISITION_TOKEN" not in env_of(admit(obj, contract))
 
 
 def test_required_attributes_narrow_the_backends_whose_settings_are_injected() -> None:
