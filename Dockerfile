@@ -35,6 +35,14 @@ COPY --from=build /wheels /wheels
 RUN python3 -m venv /opt/fluence \
  && /opt/fluence/bin/pip install --no-cache-dir /wheels/*.whl \
  && rm -rf /wheels
+# The qrmi library the queue acquires and releases quantum resources with, in an
+# environment of its own (it cannot share one with the Kubernetes client); the pins are
+# pyproject.toml's qrmi dependency group.
+COPY pyproject.toml /tmp/pyproject.toml
+RUN python3 -m venv /opt/qrmi \
+ && /opt/qrmi/bin/pip install --no-cache-dir $(python3 -c "import tomllib; \
+    print(' '.join(tomllib.load(open('/tmp/pyproject.toml', 'rb'))['dependency-groups']['qrmi']))") \
+ && rm /tmp/pyproject.toml
 ENV PATH=/opt/fluence/bin:$PATH
 USER 65532:65532
 ENTRYPOINT []

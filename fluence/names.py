@@ -189,6 +189,9 @@ QRMI_SECRET = "fluence-qrmi"
 ANNOTATION_QRMI_TOKEN_PREFIX = f"{DOMAIN}/qrmi-token."
 """Written with a release: ``<prefix><name>`` holds the acquisition token of resource
 ``<name>``, read by the pod as ``<name>_QRMI_JOB_ACQUISITION_TOKEN``."""
+ANNOTATION_QRMI_TOKEN_SEAL_PREFIX = f"{DOMAIN}/qrmi-token-seal."
+"""``<prefix><name>``: the token's seal, bound to the pod; fluence releases only a token
+whose seal it made, never one a tenant wrote."""
 FINALIZER_QRMI_RELEASE = f"{DOMAIN}/qrmi-release"
 """On every pod holding an acquisition: the pod object stays until fluence released it."""
 
@@ -196,6 +199,11 @@ FINALIZER_QRMI_RELEASE = f"{DOMAIN}/qrmi-release"
 def qrmi_token_annotation(resource: str) -> str:
     """The annotation that carries ``resource``'s acquisition token on a pod."""
     return ANNOTATION_QRMI_TOKEN_PREFIX + resource
+
+
+def qrmi_token_seal_annotation(resource: str) -> str:
+    """The annotation that carries the seal of ``resource``'s token on a pod."""
+    return ANNOTATION_QRMI_TOKEN_SEAL_PREFIX + resource
 
 
 def qrmi_env(resource: str, key: str) -> str:

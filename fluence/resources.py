@@ -221,11 +221,13 @@ def _qrmi_entry(
     acquire = raw.get("acquire", True)
     if not isinstance(acquire, bool):
         raise ResourcesConfigError(f"QRMI resource {name!r}: 'acquire' must be true or false")
-    if acquire and not _ANNOTATION_NAME.match(names.qrmi_token_annotation(name).split("/")[1]):
+    longest = names.qrmi_token_seal_annotation(name).split("/")[1]
+    if acquire and not _ANNOTATION_NAME.match(longest):
         raise ResourcesConfigError(
             f"QRMI resource {name!r}: fluence acquires it and writes its token in annotation "
-            f"{names.qrmi_token_annotation(name)!r}, which the name makes invalid (letters, "
-            "digits, '-', '_' or '.', at most 52 characters); rename it or set 'acquire: false'"
+            f"{names.qrmi_token_annotation(name)!r} and its seal in {longest!r}, which the "
+            "name makes invalid (letters, digits, '-', '_' or '.', at most 47 characters); "
+            "rename it or set 'acquire: false'"
         )
     qubits = raw.get("qubits")
     if qubits is not None and (

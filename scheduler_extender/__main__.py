@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         QrmiLibrary(settings.qrmi_python),
         lambda: {q.name: q for q in graph.config.qrmi},
         api_secret_reader(api, settings.qrmi_credentials_namespace),
+        seal,
         warn=lambda pod, reason, message: events.warn(
             pod.metadata.namespace, pod.metadata.name, pod.metadata.uid, reason, message
         ),

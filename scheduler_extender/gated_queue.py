@@ -322,24 +322,27 @@ class GatedQueue:
         finalizers = [names.FINALIZER_QRMI_RELEASE] if acquired else []
         for m, held in due:
             ledger.touch(m.key)
-            annotations = {**ledger.annotations(held), **acquired}
+            annotations = ledger.annotations(held)
+            if acquired and self.acquisitions is not None:
+                annotations.update(self.acquisitions.annotations(m, *acquired))
             ops = release_ops(m, held.node, annotations, finalizers)
             out.append(Release(m.key, m.metadata.uid, ref.key, held.node, ops))
         return ""
 
-    def _acquire(self, group: str, members: list[Pod], held: list[Holding]) -> dict[str, str]:
-        """The token annotation of the group's QRMI acquisition, made now if need be ({}:
+    def _acquire(
+        self, group: str, members: list[Pod], held: list[Holding]
+    ) -> tuple[str, str] | None:
+        """(resource, token) of the group's QRMI acquisition, made now if need be (None:
         nothing to acquire). AcquireFailed when the resource could not be acquired."""
         if self.acquisitions is None:
-            return {}
+            return None
         backend = next((h.backend for h in held if h.backend is not None), None)
         if backend is None:
-            return {}
+            return None
         resource = self.acquisitions.needs(backend.attributes, backend.name)
         if resource is None:
-            return {}
-        token = self.acquisitions.acquire(group, resource, members)
-        return {names.qrmi_token_annotation(resource.name): token}
+            return None
+        return resource.name, self.acquisitions.acquire(group, resource, members)
 
     def _place_within_pod_limits(
         self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod], room: PodRoom

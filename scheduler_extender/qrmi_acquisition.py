@@ -38,6 +38,7 @@ from fluence import names, qrmi, telemetry
 from fluence.json_patch import PatchOp
 from fluence.pods import Pod
 from fluence.reflectors import DELETED
+from fluence.scheduling.record import RecordSeal
 
 log = logging.getLogger(__name__)
 _meter = telemetry.meter("fluence.qrmi")
@@ -191,6 +192,7 @@ class Acquisitions:
         library: Library,
         definitions: Callable[[], Mapping[str, qrmi.QrmiResource]],
         credentials: Callable[[str], Mapping[str, str] | None],
+        seal: RecordSeal,
         *,
         warn: Callable[[Pod, str, str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -200,6 +202,7 @@ class Acquisitions:
         self.library = library
         self.definitions = definitions
         self.credentials = credentials
+        self.seal = seal
         self.warn = warn
         self.clock = clock
         self.retry_after = retry_after
@@ -215,6 +218,8 @@ class Acquisitions:
         """(resource, token) -> its release's tries so far."""
         self._released_tokens: set[tuple[str, str]] = set()
         """Released, their pods' finalizers not all off yet."""
+        self._refused: set[str] = set()
+        """Pods (key/uid) told that a token they carry is not one fluence sealed."""
 
     # ---- following the pods -----------------------------------------------------------
 
@@ -237,11 +242,12 @@ class Acquisitions:
     def acquire(self, group: str, resource: qrmi.QrmiResource, members: Sequence[Pod]) -> str:
         """The token of ``group``'s acquisition of ``resource``: one a live member already
         carries, one made earlier and not written yet, or a new one. AcquireFailed: why not."""
-        annotation = names.qrmi_token_annotation(resource.name)
         for m in members:
-            token = m.metadata.annotations.get(annotation)
-            if token and not _done(m) and names.FINALIZER_QRMI_RELEASE in m.metadata.finalizers:
-                return token  # a member already running holds it: one acquisition a group
+            if _done(m) or names.FINALIZER_QRMI_RELEASE not in m.metadata.finalizers:
+                continue
+            for name, token in self.tokens(m):
+                if name == resource.name:
+                    return token  # a member already running holds it: one acquisition a group
         pending = self._pending.get(group)
         if pending is not None:
             if pending.resource == resource.name:
@@ -265,6 +271,29 @@ class Acquisitions:
         _acquired.add(1, {"outcome": "acquired"})
         log.info("qrmi resource acquired", extra={"group": group, "resource": resource.name})
         return token
+
+    def annotations(self, pod: Pod, resource: str, token: str) -> dict[str, str]:
+        """What ``pod``'s release writes for the acquisition: the token and its seal."""
+        return {
+            names.qrmi_token_annotation(resource): token,
+            names.qrmi_token_seal_annotation(resource): self._sign(pod, resource, token),
+        }
+
+    def tokens(self, pod: Pod) -> list[tuple[str, str]]:
+        """(resource, token) of each acquisition ``pod`` carries under fluence's seal."""
+        return [
+            (name, token)
+            for name, token in _tokens(pod)
+            if self.seal.verify(
+                pod.key,
+                pod.metadata.uid,
+                _sealed(name, token),
+                pod.metadata.annotations.get(names.qrmi_token_seal_annotation(name), ""),
+            )
+        ]
+
+    def _sign(self, pod: Pod, resource: str, token: str) -> str:
+        return self.seal.sign(pod.key, pod.metadata.uid, _sealed(resource, token))
 
     def written(self, group: str) -> None:
         """A member of ``group`` carries its token now: releasing it is the pods' business."""
@@ -314,8 +343,12 @@ class Acquisitions:
         with self._lock:
             holding = list(self._holding.values())
         by_token: dict[tuple[str, str], list[Pod]] = {}
+        sealed: dict[str, list[tuple[str, str]]] = {}
         for pod in holding:
-            for key in _tokens(pod):
+            sealed[pod.key] = self.tokens(pod)
+            if len(sealed[pod.key]) < len(_tokens(pod)):
+                self._refuse(pod)
+            for key in sealed[pod.key]:
                 by_token.setdefault(key, []).append(pod)
         now = self.clock()
         for key, pods in by_token.items():
@@ -332,8 +365,22 @@ class Acquisitions:
         return [
             (pod.key, unfinalize_ops(pod))
             for pod in holding
-            if _done(pod) and all(k in self._released_tokens for k in _tokens(pod))
+            if _done(pod) and all(k in self._released_tokens for k in sealed[pod.key])
         ]
+
+    def _refuse(self, pod: Pod) -> None:
+        """Say once that ``pod`` carries a token fluence did not seal: it is never released
+        (a tenant's edit must not make fluence release another's acquisition)."""
+        mark = f"{pod.key}/{pod.metadata.uid}"
+        if mark in self._refused:
+            return
+        self._refused.add(mark)
+        self._warn(
+            pod,
+            "QrmiTokenRefused",
+            "a QRMI token annotation of this pod does not carry "
+            "fluence's seal (edited after its release?); fluence will not release it",
+        )
 
     def _release(self, key: tuple[str, str], pods: list[Pod], state: _Release, now: float) -> bool:
         """Release one token; True when its pods may go (released, or given up on)."""
@@ -378,8 +425,13 @@ class Acquisitions:
             self.warn(pod, reason, message)
 
 
+def _sealed(resource: str, token: str) -> str:
+    """What a token's seal signs (never an allocation record: those are JSON)."""
+    return f"qrmi-token {resource} {token}"
+
+
 def _tokens(pod: Pod) -> list[tuple[str, str]]:
-    """(resource, token) of each acquisition ``pod`` carries."""
+    """(resource, token) of each token annotation on ``pod``, sealed or not."""
     prefix = names.ANNOTATION_QRMI_TOKEN_PREFIX
     return [
         (k[len(prefix) :], v)

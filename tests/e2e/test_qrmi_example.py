@@ -10,6 +10,13 @@ command ``examples/qrmi/job.yaml``'s comment gives; the Job is ``job.yaml``, kep
 the real node. Everything on our side of the wire is real: the webhook, the
 scheduler, the kubelet, ``qrmi`` and its Felis client.
 
+The queue acquires each QRMI resource before a release through ``qrmi`` itself (an
+environment of its own, :mod:`tests.support.qrmi_python`), with an administrator's
+Secret in ``kube-system``; a ``qiskit-runtime-service`` resource added to the config,
+pointed at a stand-in for that session service
+(:mod:`tests.support.qiskit_runtime_standin`), shows each session opened for a pod
+and closed when the pod is killed.
+
 The machine must allow containers (see ``tests/e2e/test_real_node.py``); elsewhere
 these tests skip with the reason, and fail under CI.
 """
@@ -31,6 +38,7 @@ import yaml
 from fluence import names
 from testbed import ControlPlane, images
 from testbed.node import DEVICE_PLUGIN_DIR, RealNode, pod_logs
+from testbed.rest import KubeApiError
 from tests.e2e.test_extender_e2e import Extender, wait_for
 from tests.e2e.test_real_node import QPU, allocatable, registrations
 from tests.e2e.test_webhook_admission import CONFIGS, register, wait_effective
@@ -38,6 +46,8 @@ from tests.integration.test_webhook_process import WebhookProcess
 from tests.support.deviceplugin_process import DevicePluginProcess
 from tests.support.extender import fluence_scheduler
 from tests.support.felis_standin import Felis, FelisStandIn
+from tests.support.qiskit_runtime_standin import QiskitRuntime, QiskitRuntimeStandIn
+from tests.support.qrmi_python import qrmi_python
 from tests.support.real_node import require_real_node
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +61,11 @@ ENDPOINT_KEY = "QRMI_AB_FELIS_BASE_ENDPOINT"
 API_KEY = base64.b64encode(b"fluence-e2e:not-a-real-password").decode()
 """What the job.yaml comment asks for: base64 of ``user:password``."""
 JOB_TIMEOUT_S = 180.0
+SESSIONS = "ibm_kyiv"
+"""The ``qiskit-runtime-service`` resource the tests add: acquiring it opens a session."""
+SESSIONS_KEY = "qrs-key-not-real"
+ADMIN_NAMESPACE = "kube-system"
+"""Where the extender reads the credentials it acquires with (its credentials namespace)."""
 
 
 # Fixtures: the stand-in, the config pointing at it, the node, fluence ----------------
@@ -71,12 +86,34 @@ def standin(real_node: RealNode) -> Iterator[FelisStandIn]:
 
 
 @pytest.fixture(scope="module")
-def qrmi_config(standin: FelisStandIn, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``examples/qrmi/qrmi_config.json`` with the Felis endpoint replaced by the stand-in's."""
+def runtime(real_node: RealNode) -> Iterator[QiskitRuntimeStandIn]:
+    """The session service's stand-in, on the node's address like the Felis one."""
+    with QiskitRuntimeStandIn(QiskitRuntime(SESSIONS_KEY), real_node.address) as standin:
+        yield standin
+
+
+@pytest.fixture(scope="module")
+def qrmi_config(
+    standin: FelisStandIn, runtime: QiskitRuntimeStandIn, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """``examples/qrmi/qrmi_config.json`` with the Felis endpoint replaced by the stand-in's,
+    and a session resource on the other stand-in."""
     config = json.loads((EXAMPLE / "qrmi_config.json").read_text())
     [entry] = [r for r in config["resources"] if r["type"] == "alice-bob-felis"]
     assert entry["name"] == BACKEND and ENDPOINT_KEY in entry["environment"]
     entry["environment"][ENDPOINT_KEY] = standin.url
+    config["resources"].append(
+        {
+            "name": SESSIONS,
+            "type": "qiskit-runtime-service",
+            "environment": {
+                "QRMI_IBM_QRS_ENDPOINT": runtime.url,
+                "QRMI_IBM_QRS_IAM_ENDPOINT": runtime.url,
+                "QRMI_IBM_QRS_SERVICE_CRN": "crn:v1:fluence-e2e",
+                "QRMI_IBM_QRS_IAM_APIKEY": "",
+            },
+        }
+    )
     path = tmp_path_factory.mktemp("qrmi") / "qrmi_config.json"
     path.write_text(json.dumps(config, indent=2))
     return path
@@ -113,9 +150,21 @@ def fluence(
     qrmi_config: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Extender]:
-    """The webhook and the extender reading the QRMI config, and a kube-scheduler."""
+    """The webhook and the extender reading the QRMI config, and a kube-scheduler; the
+    administrator's Secret the extender acquires with."""
     workdir = tmp_path_factory.mktemp("qrmi-fluence")
     name = f"fluence-webhook-qrmi-{uuid.uuid4().hex[:6]}"
+    python = qrmi_python()
+    control_plane.kubectl(
+        "create",
+        "secret",
+        "generic",
+        names.QRMI_SECRET,
+        "-n",
+        ADMIN_NAMESPACE,
+        f"--from-literal={BACKEND}_QRMI_AB_FELIS_API_KEY={API_KEY}",
+        f"--from-literal={SESSIONS}_QRMI_IBM_QRS_IAM_APIKEY={SESSIONS_KEY}",
+    )
     with WebhookProcess(
         workdir,
         resources=qrmi_config,
@@ -127,10 +176,13 @@ def fluence(
             wait_effective(control_plane)
             extender = Extender(workdir, control_plane.kubeconfig)
             extender.env["FLUENCE_RESOURCES"] = str(qrmi_config)
+            extender.env["FLUENCE_QRMI_PYTHON"] = python
+            extender.env["FLUENCE_QRMI_CREDENTIALS_NAMESPACE"] = ADMIN_NAMESPACE
             with fluence_scheduler(control_plane, extender):
                 yield extender
         finally:
             control_plane.rest.delete(f"{CONFIGS}/{name}")
+            control_plane.kubectl("delete", "secret", names.QRMI_SECRET, "-n", ADMIN_NAMESPACE)
 
 
 @pytest.fixture
@@ -218,6 +270,11 @@ def env_of(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in pod["spec"]["containers"][0].get("env", [])}
 
 
+def finalizers_of(control_plane: ControlPlane, namespace: str, pod: dict[str, Any]) -> list[str]:
+    got = control_plane.rest.get(f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")
+    return list(got["metadata"].get("finalizers", []))
+
+
 def jobs_started(felis: Felis) -> list[str]:
     """The Felis jobs created, in order (the id is in the input upload that follows)."""
     return [c.path.split("/")[3] for c in felis.calls() if c.path.endswith("/input")]
@@ -260,8 +317,20 @@ def test_the_stock_qrmi_program_runs_on_the_backend_fluence_chose(
     assert env[f"{BACKEND}_QRMI_AB_FELIS_API_KEY"]["valueFrom"]["secretKeyRef"] == {
         "name": names.QRMI_SECRET,
         "key": f"{BACKEND}_QRMI_AB_FELIS_API_KEY",
-        "optional": True,
     }
+    # fluence acquired the backend before the release (for Felis QRMI's acquire is local)
+    # and let the pod go once it was done: the token stays, the finalizer does not.
+    token = annotations[names.qrmi_token_annotation(BACKEND)]
+    assert token
+    token_field = env[f"{BACKEND}_QRMI_JOB_ACQUISITION_TOKEN"]["valueFrom"]["fieldRef"]
+    assert token_field["fieldPath"] == names.annotation_fieldpath(
+        names.qrmi_token_annotation(BACKEND)
+    )
+    wait_for(
+        lambda: names.FINALIZER_QRMI_RELEASE not in finalizers_of(control_plane, namespace, pod),
+        30,
+        "fluence to release the acquisition and take its finalizer off",
+    )
 
     # The program read those variables as the kubelet resolved them, and went through
     # acquire, task, completion, result and release in that order.
@@ -355,3 +424,153 @@ def test_a_second_job_for_the_only_felis_backend_waits_until_the_first_is_done(
         if c["type"] == "PodScheduled" and c["status"] == "True"
     ]
     assert scheduled >= ended
+
+
+# Acquisitions of a session service ------------------------------------------------------
+
+SHOW_TOKEN = (
+    "import os, time\n"
+    f"print('token', os.environ['{SESSIONS}_QRMI_JOB_ACQUISITION_TOKEN'], flush=True)\n"
+    "time.sleep(600)\n"
+)
+"""What the pod runs: shows the acquisition it was given, then works until it is killed."""
+
+
+def session_pod(name: str) -> dict[str, Any]:
+    """A bare pod of the example image asking for a qpu of the session resource."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "annotations": {f"{names.ANNOTATION_REQUIRE_PREFIX}backend": SESSIONS},
+        },
+        "spec": {
+            "schedulerName": names.SCHEDULER_NAME,
+            "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "fluence-qrmi-example:0.1.0",
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["python", "-c", SHOW_TOKEN],
+                    "resources": {"requests": {"cpu": "100m", QPU: "1"}, "limits": {QPU: "1"}},
+                }
+            ],
+        },
+    }
+
+
+def pod_of(control_plane: ControlPlane, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        got: dict[str, Any] = control_plane.rest.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    except KubeApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return got
+
+
+def kill_and_wait_gone(control_plane: ControlPlane, namespace: str, name: str) -> None:
+    """``kubectl delete pod``: the pod object stays until fluence has released its session."""
+    control_plane.rest.delete(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    wait_for(
+        lambda: pod_of(control_plane, namespace, name) is None,
+        60,
+        f"pod {name} to be gone (fluence releases, then removes its finalizer)",
+        lambda: str(pod_of(control_plane, namespace, name)),
+    )
+
+
+def test_a_session_acquired_for_a_pod_is_released_when_the_pod_is_killed_mid_run(
+    control_plane: ControlPlane,
+    example_image: str,
+    device_plugin: DevicePluginProcess,
+    fluence: Extender,
+    runtime: QiskitRuntimeStandIn,
+    namespace: str,
+) -> None:
+    control_plane.kubectl(
+        "create",
+        "secret",
+        "generic",
+        names.QRMI_SECRET,
+        "-n",
+        namespace,
+        f"--from-literal={SESSIONS}_QRMI_IBM_QRS_IAM_APIKEY={SESSIONS_KEY}",
+    )
+    control_plane.rest.create(f"/api/v1/namespaces/{namespace}/pods", session_pod("worker"))
+
+    def token_shown() -> str:
+        pod = pod_of(control_plane, namespace, "worker") or {}
+        if pod.get("status", {}).get("phase") != "Running":
+            return ""
+        found = re.search(r"^token (\S+)$", pod_logs(control_plane, namespace, "worker"), re.M)
+        return found.group(1) if found else ""
+
+    token = wait_for(
+        token_shown,
+        JOB_TIMEOUT_S,
+        "the pod to run and show its acquisition",
+        lambda: str(pod_of(control_plane, namespace, "worker")),
+    )
+    # One session, opened by fluence for this backend before the pod was released, and
+    # the one the pod holds; the pod keeps a finalizer while it does.
+    [session] = runtime.service.open_sessions()
+    assert (session.id, session.backend) == (token, SESSIONS)
+    pod = pod_of(control_plane, namespace, "worker")
+    assert pod is not None
+    assert pod["metadata"]["annotations"][names.qrmi_token_annotation(SESSIONS)] == token
+    assert names.FINALIZER_QRMI_RELEASE in pod["metadata"]["finalizers"]
+
+    kill_and_wait_gone(control_plane, namespace, "worker")
+    assert runtime.service.open_sessions() == []
+    assert runtime.service.sessions[token].open is False
+
+
+def test_a_pod_without_its_credentials_secret_waits_with_the_kubelets_event_not_a_crash_loop(
+    control_plane: ControlPlane,
+    example_image: str,
+    device_plugin: DevicePluginProcess,
+    fluence: Extender,
+    runtime: QiskitRuntimeStandIn,
+    namespace: str,
+) -> None:
+    """No Secret in the pod's namespace: the kubelet does not start the container and says
+    which Secret is missing; the program never runs, so it never fails and restarts. The
+    acquisition made for the pod is released when the pod is deleted."""
+    control_plane.rest.create(f"/api/v1/namespaces/{namespace}/pods", session_pod("no-secret"))
+
+    def config_error() -> str:
+        pod = pod_of(control_plane, namespace, "no-secret") or {}
+        for status in pod.get("status", {}).get("containerStatuses", []):
+            waiting = status.get("state", {}).get("waiting", {})
+            if waiting.get("reason") == "CreateContainerConfigError":
+                return str(waiting.get("message", ""))
+        return ""
+
+    message = wait_for(
+        config_error,
+        JOB_TIMEOUT_S,
+        "the kubelet to refuse the container's config",
+        lambda: str(pod_of(control_plane, namespace, "no-secret")),
+    )
+    assert f'secret "{names.QRMI_SECRET}" not found' in message, message
+
+    def event() -> str:
+        listed = control_plane.rest.get(
+            f"/api/v1/namespaces/{namespace}/events",
+            fieldSelector="involvedObject.name=no-secret",
+        )
+        found = [e["message"] for e in listed["items"] if names.QRMI_SECRET in e["message"]]
+        return found[0] if found else ""
+
+    assert "not found" in wait_for(event, 60, "the kubelet's Event naming the Secret")
+    pod = pod_of(control_plane, namespace, "no-secret")
+    assert pod is not None
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert len(runtime.service.open_sessions()) == 1
+
+    kill_and_wait_gone(control_plane, namespace, "no-secret")
+    assert runtime.service.open_sessions() == []

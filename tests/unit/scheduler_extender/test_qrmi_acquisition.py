@@ -106,6 +106,7 @@ def cluster(
         library,
         lambda: {q.name: q for q in graph.config.qrmi},
         found.get,
+        SEAL,
         warn=warnings,
         clock=lambda: clock[0],
     )
@@ -312,3 +313,35 @@ def test_the_library_call_says_what_is_missing() -> None:
     # This interpreter has no qrmi (it cannot live beside the Kubernetes client).
     with pytest.raises(QrmiCallFailed, match="No module named 'qrmi'"):
         QrmiLibrary(sys.executable).acquire(ibm, {})
+
+
+def test_a_token_a_tenant_wrote_is_never_released() -> None:
+    """A tenant copies another pod's token onto a pod of its own, with the finalizer, and
+    ends it: fluence releases nothing for it (the token lacks fluence's seal, which binds
+    it to the pod it was written on), says so, and lets that pod go."""
+    api = Api()
+    api.put(quantum("victim"))
+    api, queue, ledger, library, warnings = cluster(api)
+    round_trip(queue)
+    bind(api, ledger, "default/victim")
+    victim = api.docs["default/victim"]["metadata"]["annotations"]
+    forged = quantum("mallory")
+    forged["spec"]["schedulerName"] = "default-scheduler"
+    forged["spec"]["schedulingGates"] = []
+    forged["metadata"]["finalizers"] = [names.FINALIZER_QRMI_RELEASE]
+    forged["metadata"]["annotations"] = {
+        TOKEN: victim[TOKEN],
+        # Even the victim's own seal: it is bound to the victim's name and UID.
+        names.qrmi_token_seal_annotation("ibm_a"): victim[
+            names.qrmi_token_seal_annotation("ibm_a")
+        ],
+    }
+    forged["status"]["phase"] = "Succeeded"
+    api.put(forged)
+    round_trip(queue)
+    assert library.released == []
+    assert finalizers(api, "default/mallory") == []
+    assert [(p, r) for p, r, _ in warnings.events] == [("default/mallory", "QrmiTokenRefused")]
+    finish(api, ledger, "default/victim")
+    round_trip(queue)
+    assert library.released == [("ibm_a", "session-1")]
