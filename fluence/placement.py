@@ -56,12 +56,14 @@ def assign(pods: Sequence[str], nodes: Sequence[str]) -> dict[str, str]:
     return dict(zip(sorted(pods), nodes, strict=True))
 
 
-def backend_of(alloc: Allocation) -> BackendChoice | None:
-    """The first ``virtual=true`` node vertex of a device allocation, with its attributes."""
-    for v in alloc.vertices:
-        if v.type == "node" and names.PROPERTY_VIRTUAL_TRUE in v.properties:
-            return BackendChoice(v.name, v.path, attributes_of(v.properties))
-    return None
+def backends_of(alloc: Allocation) -> list[BackendChoice]:
+    """Each ``virtual=true`` node vertex of a device allocation, in the matcher's order, with
+    its attributes: a pod asking for two qpus gets two backends."""
+    return [
+        BackendChoice(v.name, v.path, attributes_of(v.properties))
+        for v in alloc.vertices
+        if v.type == "node" and names.PROPERTY_VIRTUAL_TRUE in v.properties
+    ]
 
 
 def attributes_of(properties: Mapping[str, str]) -> dict[str, str]:

@@ -323,26 +323,28 @@ class GatedQueue:
         for m, held in due:
             ledger.touch(m.key)
             annotations = ledger.annotations(held)
-            if acquired and self.acquisitions is not None:
-                annotations.update(self.acquisitions.annotations(m, *acquired))
+            for resource, token in acquired:
+                assert self.acquisitions is not None
+                annotations.update(self.acquisitions.annotations(m, resource, token))
             ops = release_ops(m, held.node, annotations, finalizers)
             out.append(Release(m.key, m.metadata.uid, ref.key, held.node, ops))
         return ""
 
     def _acquire(
         self, group: str, members: list[Pod], held: list[Holding]
-    ) -> tuple[str, str] | None:
-        """(resource, token) of the group's QRMI acquisition, made now if need be (None:
-        nothing to acquire). AcquireFailed when the resource could not be acquired."""
+    ) -> list[tuple[str, str]]:
+        """(resource, token) of each of the group's QRMI acquisitions, made now if need be
+        ([]: nothing to acquire). AcquireFailed when one could not be made."""
         if self.acquisitions is None:
-            return None
-        backend = next((h.backend for h in held if h.backend is not None), None)
-        if backend is None:
-            return None
-        resource = self.acquisitions.needs(backend.attributes, backend.name)
-        if resource is None:
-            return None
-        return resource.name, self.acquisitions.acquire(group, resource, members)
+            return []
+        holding = next((h for h in held if h.backend is not None), None)
+        if holding is None or holding.backend is None:
+            return []
+        backends = holding.backends or [holding.backend]
+        resources = self.acquisitions.needs((b.name, b.attributes) for b in backends)
+        if not resources:
+            return []
+        return self.acquisitions.acquire_all(group, resources, members)
 
     def _place_within_pod_limits(
         self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod], room: PodRoom

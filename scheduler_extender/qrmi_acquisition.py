@@ -210,8 +210,8 @@ class Acquisitions:
         self._lock = threading.Lock()
         self._holding: dict[str, Pod] = {}
         """Pods that carry our finalizer, by key."""
-        self._pending: dict[str, _Pending] = {}
-        """Group key -> its acquisition not yet written on any pod."""
+        self._pending: dict[tuple[str, str], _Pending] = {}
+        """(group, resource) -> its acquisition not yet written on any pod."""
         self._failed: dict[str, tuple[float, str]] = {}
         """Group key -> (when, why) its last acquire failed."""
         self._releases: dict[tuple[str, str], _Release] = {}
@@ -232,27 +232,41 @@ class Acquisitions:
 
     # ---- before a release ---------------------------------------------------------------
 
-    def needs(self, attributes: Mapping[str, str], backend: str) -> qrmi.QrmiResource | None:
-        """The definition of ``backend`` when fluence acquires it, else None."""
-        if not attributes.get(names.ATTR_QRMI_TYPE):
-            return None
-        definition = self.definitions().get(backend)
-        return definition if definition is not None and definition.acquire else None
+    def needs(self, backends: Iterable[tuple[str, Mapping[str, str]]]) -> list[qrmi.QrmiResource]:
+        """The definitions of the ``backends`` (name, attributes) fluence acquires, in order."""
+        definitions = self.definitions()
+        out = []
+        for name, attributes in backends:
+            definition = definitions.get(name)
+            if attributes.get(names.ATTR_QRMI_TYPE) and definition and definition.acquire:
+                out.append(definition)
+        return out
 
-    def acquire(self, group: str, resource: qrmi.QrmiResource, members: Sequence[Pod]) -> str:
+    def acquire_all(
+        self, group: str, resources: Sequence[qrmi.QrmiResource], members: Sequence[Pod]
+    ) -> list[tuple[str, str]]:
+        """(resource, token) for each of ``resources``, in order; AcquireFailed: why not.
+
+        Acquisitions made for the group earlier, of resources it no longer got (placed
+        elsewhere since), are released first.
+        """
+        wanted = {r.name for r in resources}
+        for key in [k for k in self._pending if k[0] == group and k[1] not in wanted]:
+            self._release_pending(key)
+        return [(r.name, self._acquire(group, r, members)) for r in resources]
+
+    def _acquire(self, group: str, resource: qrmi.QrmiResource, members: Sequence[Pod]) -> str:
         """The token of ``group``'s acquisition of ``resource``: one a live member already
-        carries, one made earlier and not written yet, or a new one. AcquireFailed: why not."""
+        carries, one made earlier and not written yet, or a new one."""
         for m in members:
             if _done(m) or names.FINALIZER_QRMI_RELEASE not in m.metadata.finalizers:
                 continue
             for name, token in self.tokens(m):
                 if name == resource.name:
                     return token  # a member already running holds it: one acquisition a group
-        pending = self._pending.get(group)
+        pending = self._pending.get((group, resource.name))
         if pending is not None:
-            if pending.resource == resource.name:
-                return pending.token
-            self._release_pending(group)  # placed on another backend since
+            return pending.token
         failed = self._failed.get(group)
         if failed is not None and self.clock() - failed[0] < self.retry_after:
             raise AcquireFailed(failed[1])
@@ -267,7 +281,7 @@ class Acquisitions:
             log.warning("qrmi acquire failed", extra={"group": group, "error": str(exc)})
             raise AcquireFailed(why) from exc
         self._failed.pop(group, None)
-        self._pending[group] = _Pending(resource.name, token, job)
+        self._pending[(group, resource.name)] = _Pending(resource.name, token, job)
         _acquired.add(1, {"outcome": "acquired"})
         log.info("qrmi resource acquired", extra={"group": group, "resource": resource.name})
         return token
@@ -296,19 +310,21 @@ class Acquisitions:
         return self.seal.sign(pod.key, pod.metadata.uid, _sealed(resource, token))
 
     def written(self, group: str) -> None:
-        """A member of ``group`` carries its token now: releasing it is the pods' business."""
-        self._pending.pop(group, None)
+        """A member of ``group`` carries its tokens now: releasing them is the pods' business."""
+        for key in [k for k in self._pending if k[0] == group]:
+            del self._pending[key]
 
     def keep_only(self, groups: Iterable[str]) -> None:
         """Release the unwritten acquisitions of groups no longer waiting to be released."""
         live = set(groups)
-        for group in [g for g in self._pending if g not in live]:
-            self._release_pending(group)
+        for key in [k for k in self._pending if k[0] not in live]:
+            self._release_pending(key)
         for group in [g for g in self._failed if g not in live]:
             del self._failed[group]
 
-    def _release_pending(self, group: str) -> None:
-        pending = self._pending.pop(group)
+    def _release_pending(self, key: tuple[str, str]) -> None:
+        group = key[0]
+        pending = self._pending.pop(key)
         definition = self.definitions().get(pending.resource)
         if definition is None:
             return

@@ -18,6 +18,7 @@ from fluence.cluster_graph import ClusterGraph
 from fluence.placement import BackendChoice
 from fluence.scheduling.record import (
     AllocationRecord,
+    BackendRecord,
     DeviceRecord,
     PendingMember,
     RecordSeal,
@@ -43,7 +44,10 @@ class Holding:
     state: str
     since: float
     backend: BackendChoice | None = None
+    """The first of ``backends``: the one ``QRMI_BACKEND`` and the record name."""
     devices: list[DeviceRecord] = field(default_factory=list)
+    backends: list[BackendChoice] = field(default_factory=list)
+    """Every backend the group got, in order (a pod asking for two qpus gets two)."""
     seen_bound: bool = False
     """The watch has shown the pod bound where this holding is."""
     placed: float = 0.0
@@ -69,6 +73,7 @@ class Holding:
             backend=self.backend.name if self.backend else "",
             attributes=dict(self.backend.attributes) if self.backend else {},
             devices=list(self.devices),
+            more_backends=[BackendRecord(b.name, dict(b.attributes)) for b in self.backends[1:]],
             pending=list(pending),
             priority=self.priority or None,
             singly=self.singly,
@@ -88,7 +93,8 @@ class Holding:
             for k, v in self.backend.attributes.items():
                 out[names.attr_annotation(k)] = v
             # What QRMI programs read (QRMI_JOB_QPU_RESOURCES/TYPES) through the webhook's env.
-            out.update(qrmi.placement_annotations([(self.backend.name, self.backend.attributes)]))
+            every = self.backends or [self.backend]
+            out.update(qrmi.placement_annotations([(b.name, b.attributes) for b in every]))
         return out
 
 
@@ -101,8 +107,12 @@ class GroupDevices:
     """
 
     devices: list[DeviceRecord]
-    backend: BackendChoice | None
+    backends: list[BackendChoice]
     members: set[str] = field(default_factory=set)
+
+    @property
+    def backend(self) -> BackendChoice | None:
+        return self.backends[0] if self.backends else None
 
 
 class HoldingsByPod(dict[str, Holding]):
@@ -203,13 +213,14 @@ class Holdings:
         """``h`` shares ``shared``'s devices (its backend) with the rest of its group."""
         h.devices = shared.devices
         h.backend = shared.backend
+        h.backends = list(shared.backends)
         shared.members.add(h.pod)
 
     def hold_devices(
         self,
         group: str,
         wanted: Sequence[tuple[str, str, str]],
-        backend: BackendChoice | None,
+        backends: Sequence[BackendChoice],
         runtime: int = 0,
     ) -> GroupDevices:
         """Hold each (type, path, name) backend device for ``group``'s members to share.
@@ -227,7 +238,7 @@ class Holdings:
             for d in devices:
                 self.graph.release(d.jobid)
             raise
-        shared = GroupDevices(devices, backend)
+        shared = GroupDevices(devices, list(backends))
         self.devices[group] = shared
         return shared
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from fluence import names
 from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import GroupSpecs
-from fluence.placement import BackendChoice, PlacementError, assign, backend_of, slots_per_node
+from fluence.placement import BackendChoice, PlacementError, assign, backends_of, slots_per_node
 from fluence.pods import CORE, GPU, MEMORY
 from fluence.scheduling.holdings import TENTATIVE, Holding, Holdings
 from fluence.scheduling.request import GroupRequest, LedgerError, PlaceResult, pods_by_shape
@@ -103,11 +103,11 @@ class MatchAndSplit:
                     what = f"{ds.count} {names.resource_name(ds.type)}"
                     return self._failure(req, alloc.status, what)
                 matched.append(jid)
-                be = backend_of(alloc)
-                if be is None:
+                found = backends_of(alloc)
+                if not found:
                     undo()
                     return PlaceResult("unsatisfiable", f"the {ds.type} match returned no backend")
-                backends.append((ds.type, be))
+                backends += [(ds.type, be) for be in found]
         except (PlacementError, InputError) as exc:
             undo()
             raise LedgerError(f"group {group}: {exc}") from exc
@@ -121,7 +121,7 @@ class MatchAndSplit:
         try:
             if shared is None and backends:
                 wanted = [(t, be.path, be.name) for t, be in backends]
-                shared = self.store.hold_devices(group, wanted, backends[0][1], runtime)
+                shared = self.store.hold_devices(group, wanted, [b for _, b in backends], runtime)
             ordered = sorted(pods, key=lambda p: p.key)
             for p in ordered:
                 compute = split[p.key][0]
@@ -156,7 +156,7 @@ class MatchAndSplit:
                 extra={
                     "group": group,
                     "pods": {k: h.node for k, h in made.items()},
-                    "backend": backends[0][1].name if backends else "",
+                    "backend": ",".join(be.name for _, be in backends),
                 },
             )
         return PlaceResult("allocated", "", made)

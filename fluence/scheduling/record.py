@@ -33,6 +33,13 @@ class DeviceRecord(msgspec.Struct, omit_defaults=True):
     jobid: int = 0
 
 
+class BackendRecord(msgspec.Struct, omit_defaults=True):
+    """A backend after the first, for a pod given several (its devices are in ``devices``)."""
+
+    name: str
+    attributes: dict[str, str] = {}
+
+
 class PendingMember(msgspec.Struct, omit_defaults=True):
     """A member of the same group still waiting to be bound when this record was written."""
 
@@ -57,6 +64,8 @@ class AllocationRecord(msgspec.Struct, omit_defaults=True):
     backend: str = ""
     attributes: dict[str, str] = {}
     devices: list[DeviceRecord] = []
+    more_backends: list[BackendRecord] = []
+    """The backends after ``backend``, in order, when the group got several."""
     pending: list[PendingMember] = []
     priority: int | None = None
     """The group's priority when placed (a PodGroup's may differ from the pod's own)."""
@@ -83,9 +92,10 @@ def record_mismatch(pod: Pod, rec: AllocationRecord) -> str:
     if rec.amounts and rec.amounts != compute:
         return f"it holds {rec.amounts}, the pod requests {compute}"
     asked = set(devices)
+    named = {rec.backend, *(b.name for b in rec.more_backends)} - {""}
     for d in rec.devices:
-        # Every member of a gang records the group's backend; only some request it.
-        if d.type not in asked and (not rec.backend or d.name != rec.backend):
+        # Every member of a gang records the group's backends; only some request them.
+        if d.type not in asked and d.name not in named:
             return f"it holds a {d.type} the pod does not request"
     return ""
 

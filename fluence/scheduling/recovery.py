@@ -130,11 +130,8 @@ class Recovery:
             if rec.amounts:
                 jid = self.store.hold_compute(node, rec.amounts, runtime)
             if rec.devices and shared is None:
-                backend = BackendChoice(rec.backend, rec.devices[0].path, rec.attributes)
                 wanted = [(d.type, d.path, d.name) for d in rec.devices]
-                shared = self.store.hold_devices(
-                    rec.group, wanted, backend if rec.backend else None, runtime
-                )
+                shared = self.store.hold_devices(rec.group, wanted, record_backends(rec), runtime)
                 made_group = True
         except (StateError, NotFoundError) as exc:
             if jid and self.graph.holds(jid):
@@ -237,7 +234,7 @@ class Recovery:
             choice = BackendChoice(name, backend.path, dict(backend.attributes))
             wanted = [(sorted(backend.types)[0], backend.path, name)]
             try:
-                shared = self.store.hold_devices(key, wanted, choice)
+                shared = self.store.hold_devices(key, wanted, [choice])
             except (StateError, NotFoundError):
                 # Held by its rightful holder (or another namespace's claim): taken over
                 # when that lets go.
@@ -287,3 +284,11 @@ class Recovery:
         raw = annotations.get(names.ANNOTATION_ALLOCATION)
         seal = annotations.get(names.ANNOTATION_ALLOCATION_SEAL, "")
         return bool(raw) and self.seal.verify(pod.key, pod.metadata.uid, raw or "", seal)
+
+
+def record_backends(rec: AllocationRecord) -> list[BackendChoice]:
+    """The backends a record names, in order, each with the path of its device."""
+    path = {d.name: d.path for d in rec.devices}
+    named = [(rec.backend, rec.attributes)] if rec.backend else []
+    named += [(b.name, b.attributes) for b in rec.more_backends]
+    return [BackendChoice(n, path.get(n, ""), dict(a)) for n, a in named]

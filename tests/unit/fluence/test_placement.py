@@ -7,7 +7,7 @@ import pytest
 from fluence import resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import device_jobspec
-from fluence.placement import PlacementError, assign, attributes_of, backend_of, slots_per_node
+from fluence.placement import PlacementError, assign, attributes_of, backends_of, slots_per_node
 from tests.unit.fluence.test_pods import make_node
 
 
@@ -35,8 +35,7 @@ def test_device_match_names_the_backend_and_its_attributes() -> None:
     alloc = g.allocate(
         device_jobspec("qpu", 1, "default/s", ["fluxion.flux-framework.org/vendor=ibm"]), 1
     )
-    be = backend_of(alloc)
-    assert be is not None
+    [be] = backends_of(alloc)
     assert be.name in ("ibm_fez", "ibm_marrakesh")
     assert be.path == f"/cluster/{be.name}"
     assert be.attributes == {
@@ -44,8 +43,8 @@ def test_device_match_names_the_backend_and_its_attributes() -> None:
         "qrmi_type": "qiskit-runtime-service",
         "vendor": "ibm",
     }
-    other = backend_of(g.allocate(device_jobspec("qpu", 1, "default/t"), 2))
-    assert other is not None and {be.name, other.name} == {"ibm_fez", "ibm_marrakesh"}
+    [other] = backends_of(g.allocate(device_jobspec("qpu", 1, "default/t"), 2))
+    assert {be.name, other.name} == {"ibm_fez", "ibm_marrakesh"}
     assert g.allocate(device_jobspec("qpu", 1, "default/u"), 3).status == "busy"
     assert (
         g.allocate(
@@ -53,6 +52,13 @@ def test_device_match_names_the_backend_and_its_attributes() -> None:
         ).status
         == "unsatisfiable"
     )
+
+
+def test_a_match_of_two_backends_names_both_in_order() -> None:
+    g = ClusterGraph(resources.load("examples/resources.yaml"), [make_node("n0")])
+    both = backends_of(g.allocate(device_jobspec("qpu", 2, "default/s"), 1))
+    assert sorted(b.name for b in both) == ["ibm_fez", "ibm_marrakesh"]
+    assert [b.path for b in both] == [f"/cluster/{b.name}" for b in both]
 
 
 def test_attribute_properties_parse_and_others_are_ignored() -> None:

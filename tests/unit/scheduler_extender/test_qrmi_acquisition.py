@@ -345,3 +345,46 @@ def test_a_token_a_tenant_wrote_is_never_released() -> None:
     finish(api, ledger, "default/victim")
     round_trip(queue)
     assert library.released == [("ibm_a", "session-1")]
+
+
+THREE = resources.parse(
+    "resources:\n"
+    + "".join(
+        f"  - name: ibm_{x}\n"
+        "    type: qiskit-runtime-service\n"
+        "    environment: {QRMI_IBM_QRS_ENDPOINT: 'http://qrs'}\n"
+        for x in "abc"
+    )
+)
+
+
+def test_a_pod_asking_for_two_backends_gets_both_in_order_each_acquired_and_kept() -> None:
+    api = Api()
+    two = quantum("two", created=1)
+    for part in ("requests", "limits"):
+        two["spec"]["containers"][0]["resources"][part][QPU] = "2"
+    api.put(two)
+    api.put(quantum("one", created=2))
+    api.put(quantum("more", created=3))
+    api, queue, ledger, library, _ = cluster(api, config=THREE)
+    assert round_trip(queue) == ["default/two", "default/one"]
+    annotations = api.docs["default/two"]["metadata"]["annotations"]
+    got = annotations[names.ANNOTATION_QRMI_RESOURCES].split(",")
+    assert len(got) == 2 and len(set(got)) == 2
+    assert (
+        annotations[names.ANNOTATION_QRMI_TYPES] == "qiskit-runtime-service,qiskit-runtime-service"
+    )
+    assert annotations[names.ANNOTATION_BACKEND] == got[0]  # QRMI_BACKEND: the first
+    assert [name for name, _ in library.acquired] == [*got, *{"ibm_a", "ibm_b", "ibm_c"} - set(got)]
+    tokens = {annotations[names.qrmi_token_annotation(n)] for n in got}
+    assert len(tokens) == 2
+    # The third backend went to "one"; "more" waits: "two" holds two of three.
+    assert [w.group for w in queue.waiting] == ["default/more"]
+    bind(api, ledger, "default/two")
+    bind(api, ledger, "default/one")
+    # A restarted extender holds both of "two"'s backends again from its record.
+    api, queue, ledger, successor, _ = cluster(api, config=THREE)
+    assert round_trip(queue) == []
+    finish(api, ledger, "default/two")
+    assert round_trip(queue) == ["default/more"]
+    assert sorted(t for _, t in successor.released) == sorted(tokens)
