@@ -563,10 +563,11 @@ def test_a_pod_without_its_credentials_secret_waits_with_the_kubelets_event_not_
             f"/api/v1/namespaces/{namespace}/events",
             fieldSelector="involvedObject.name=no-secret",
         )
-        found = [e["message"] for e in listed["items"] if names.QRMI_SECRET in e["message"]]
-        return found[0] if found else ""
+        missing = f'secret "{names.QRMI_SECRET}" not found'
+        found = [e for e in listed["items"] if missing in e["message"]]
+        return f"{found[0]['type']} {found[0]['reason']}" if found else ""
 
-    assert "not found" in wait_for(event, 60, "the kubelet's Event naming the Secret")
+    assert wait_for(event, 60, "the kubelet's Event naming the Secret") == "Warning Failed"
     pod = pod_of(control_plane, namespace, "no-secret")
     assert pod is not None
     assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
