@@ -50,9 +50,10 @@ EXTENDER = rights(
     ("tokenreviews.authentication.k8s.io", "create"),  # scheduler_extender.access
     ("subjectaccessreviews.authorization.k8s.io", "create"),  # scheduler_extender.access
 )
-EXTENDER_LEASE = rights(  # scheduler_extender.leadership, in its namespace only
-    ("leases.coordination.k8s.io", "create"),
-    ("leases.coordination.k8s.io/fluence-queue", "get update"),
+EXTENDER_LEASE = rights(  # in its namespace only
+    ("leases.coordination.k8s.io", "create"),  # scheduler_extender.leadership
+    ("leases.coordination.k8s.io/fluence-queue", "get update"),  # scheduler_extender.leadership
+    ("secrets/fluence-qrmi", "get"),  # scheduler_extender.qrmi_acquisition (credentials)
 )
 WEBHOOK = rights(
     ("podgroups.scheduling.k8s.io", "get create"),  # webhook.gang

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from deviceplugin.metrics import PluginMetrics
 from fluence import ledger, names, resources, telemetry, untrusted
 from fluence.events import EventRecorder
-from scheduler_extender import gated_queue, leadership, podgroup_cleanup, requeue
+from scheduler_extender import gated_queue, leadership, podgroup_cleanup, qrmi_acquisition, requeue
 from scheduler_extender.access import Caller
 from scheduler_extender.app import create_app as extender_app
 from tests.unit.fluence.test_pods import make_node, make_pod
@@ -67,6 +67,9 @@ def scrape() -> dict[str, list[str]]:
     gated_queue._after_end.record(0.2)
     leadership._leading.add(1)
     podgroup_cleanup._removed.add(1)
+    # What QRMI acquisitions record, by outcome.
+    qrmi_acquisition._acquired.add(1, {"outcome": "acquired"})
+    qrmi_acquisition._released.add(1, {"outcome": "released"})
     env.ledger.gang_timeout = 0.0
     env.ledger.expire()  # the probe pod's unbound holding times out
     rebuilding = TestClient(extender_app(env.scheduler, ready=lambda: False, metrics=False))
