@@ -122,12 +122,17 @@ def cluster(
         retry_limit=2,
         clock=lambda: clock[0],
     )
+    follow(api, queue, ledger)
+    return api, queue, ledger
+
+
+def follow(api: Api, queue: GatedQueue, ledger: Ledger) -> None:
+    """A new extender's start: its ledger and queue learn every pod the API server has."""
     api.queue = queue
     for key in api.docs:
         pod = api.pod(key)
         ledger.observe(pod)
         queue.on_pod(MODIFIED, pod)
-    return api, queue, ledger
 
 
 def round_trip(queue: GatedQueue) -> list[str]:

@@ -15,7 +15,6 @@ from fluence import names, qrmi, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from fluence.pods import Pod
-from fluence.reflectors import MODIFIED
 from scheduler_extender.binder import NullBinder
 from scheduler_extender.gated_queue import GatedQueue
 from scheduler_extender.qrmi_acquisition import (
@@ -26,7 +25,15 @@ from scheduler_extender.qrmi_acquisition import (
 )
 from scheduler_extender.scheduling import Scheduler
 from tests.unit.fluence.test_pods import make_node
-from tests.unit.scheduler_extender.test_gated_queue import GANG, SEAL, Api, bind, finish, gated
+from tests.unit.scheduler_extender.test_gated_queue import (
+    GANG,
+    SEAL,
+    Api,
+    bind,
+    finish,
+    follow,
+    gated,
+)
 
 QPU = names.resource_name("qpu")
 IBM = (
@@ -116,11 +123,7 @@ def cluster(
         acquisitions=acquisitions,
         clock=lambda: clock[0],
     )
-    api.queue = queue
-    for key in api.docs:
-        pod = api.pod(key)
-        ledger.observe(pod)
-        queue.on_pod(MODIFIED, pod)
+    follow(api, queue, ledger)
     return api, queue, ledger, library, warnings
 
 
