@@ -208,6 +208,8 @@ class GatedQueue:
         self._sent: dict[str, str] = {}
         """Pods whose release was written (key -> uid) and that the watch still shows gated."""
         self._wake: Callable[[], object] = lambda: None
+        if acquisitions is not None:
+            acquisitions.wake = lambda: self.poke()  # a QRMI call ended: go on with its result
         self.waiting: list[Waiting] = []
         """The groups the last round left waiting, in queue order."""
 

@@ -30,6 +30,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,6 +58,8 @@ DEFAULT_TIMEOUT = 60.0
 RETRY_AFTER = 10.0
 """Seconds before a failed acquire or release is tried again; doubles for releases."""
 RELEASE_TRIES = 6
+CALLERS = 4
+"""QRMI calls under way at once (each a process)."""
 PASSED_THROUGH = (
     "PATH",
     "LANG",
@@ -198,6 +201,7 @@ class Acquisitions:
         clock: Callable[[], float] = time.monotonic,
         retry_after: float = RETRY_AFTER,
         release_tries: int = RELEASE_TRIES,
+        executor: Executor | None = None,
     ) -> None:
         self.library = library
         self.definitions = definitions
@@ -207,6 +211,12 @@ class Acquisitions:
         self.clock = clock
         self.retry_after = retry_after
         self.release_tries = release_tries
+        self._calls = executor or ThreadPoolExecutor(CALLERS, thread_name_prefix="qrmi")
+        """Where QRMI is called: never on the queue's round, which a slow service would stall."""
+        self.wake: Callable[[], object] = lambda: None
+        """Called when a call ends, so the queue goes on with its result at once."""
+        self._acquiring: dict[tuple[str, str], Future[str]] = {}
+        self._releasing: dict[tuple[str, str], Future[None]] = {}
         self._lock = threading.Lock()
         self._holding: dict[str, Pod] = {}
         """Pods that carry our finalizer, by key."""
@@ -264,16 +274,22 @@ class Acquisitions:
             for name, token in self.tokens(m):
                 if name == resource.name:
                     return token  # a member already running holds it: one acquisition a group
-        pending = self._pending.get((group, resource.name))
+        key = (group, resource.name)
+        pending = self._pending.get(key)
         if pending is not None:
             return pending.token
         failed = self._failed.get(group)
         if failed is not None and self.clock() - failed[0] < self.retry_after:
             raise AcquireFailed(failed[1])
         job = min(members, key=lambda m: m.key, default=None)
+        call = self._acquiring.get(key)
+        if call is None:
+            call = self._call(self._acquiring, key, self._acquire_now, resource, job)
+        if not call.done():
+            raise AcquireFailed(f"acquiring QRMI resource {resource.name}")
+        del self._acquiring[key]
         try:
-            creds = self._credentials(resource)
-            token = self.library.acquire(resource, resource_env(resource, creds, job))
+            token = call.result()
         except (QrmiCallFailed, AcquireFailed) as exc:
             why = f"acquiring QRMI resource {resource.name} failed: {exc}"
             self._failed[group] = (self.clock(), why)
@@ -281,10 +297,37 @@ class Acquisitions:
             log.warning("qrmi acquire failed", extra={"group": group, "error": str(exc)})
             raise AcquireFailed(why) from exc
         self._failed.pop(group, None)
-        self._pending[(group, resource.name)] = _Pending(resource.name, token, job)
+        self._pending[key] = _Pending(resource.name, token, job)
         _acquired.add(1, {"outcome": "acquired"})
         log.info("qrmi resource acquired", extra={"group": group, "resource": resource.name})
         return token
+
+    def _call(
+        self, calls: dict[Any, Any], key: Any, fn: Callable[..., Any], *args: Any
+    ) -> Future[Any]:
+        """Start ``fn(*args)`` away from the round; the queue is woken when it ends."""
+        call = self._calls.submit(fn, *args)
+        calls[key] = call
+        call.add_done_callback(lambda _: self.wake())
+        return call
+
+    def _acquire_now(self, resource: qrmi.QrmiResource, job: Pod | None) -> str:
+        try:
+            env = resource_env(resource, self._credentials(resource), job)
+            return self.library.acquire(resource, env)
+        except (QrmiCallFailed, AcquireFailed):
+            raise
+        except Exception as exc:  # noqa: BLE001 - reading the Secret, starting the call
+            raise QrmiCallFailed(repr(exc)) from exc
+
+    def _release_now(self, resource: qrmi.QrmiResource, token: str, job: Pod | None) -> None:
+        try:
+            env = resource_env(resource, self._credentials(resource), job)
+            self.library.release(resource, token, env)
+        except (QrmiCallFailed, AcquireFailed):
+            raise
+        except Exception as exc:  # noqa: BLE001 - reading the Secret, starting the call
+            raise QrmiCallFailed(repr(exc)) from exc
 
     def annotations(self, pod: Pod, resource: str, token: str) -> dict[str, str]:
         """What ``pod``'s release writes for the acquisition: the token and its seal."""
@@ -317,21 +360,28 @@ class Acquisitions:
     def keep_only(self, groups: Iterable[str]) -> None:
         """Release the unwritten acquisitions of groups no longer waiting to be released."""
         live = set(groups)
+        for key in [k for k in self._acquiring if k[0] not in live]:
+            call = self._acquiring[key]
+            if call.done():  # made for a group that has gone meanwhile
+                del self._acquiring[key]
+                if call.exception() is None:
+                    self._pending[key] = _Pending(key[1], call.result())
         for key in [k for k in self._pending if k[0] not in live]:
             self._release_pending(key)
         for group in [g for g in self._failed if g not in live]:
             del self._failed[group]
 
     def _release_pending(self, key: tuple[str, str]) -> None:
-        group = key[0]
         pending = self._pending.pop(key)
         definition = self.definitions().get(pending.resource)
         if definition is None:
             return
+        self._calls.submit(self._release_unused, key[0], definition, pending)
+
+    def _release_unused(self, group: str, definition: qrmi.QrmiResource, pending: _Pending) -> None:
+        """Release an acquisition never handed to a pod (in the background)."""
         try:
-            creds = self._credentials(definition)
-            env = resource_env(definition, creds, pending.job)
-            self.library.release(definition, pending.token, env)
+            self._release_now(definition, pending.token, pending.job)
             _released.add(1, {"outcome": "released"})
         except (QrmiCallFailed, AcquireFailed) as exc:
             _released.add(1, {"outcome": "failed"})
@@ -371,13 +421,15 @@ class Acquisitions:
             if key in self._released_tokens or not all(_done(p) for p in pods):
                 continue
             state = self._releases.setdefault(key, _Release())
-            if now >= state.next_at and self._release(key, pods, state, now):
+            if self._release(key, pods, state, now):
                 self._releases.pop(key, None)
                 self._released_tokens.add(key)
         # Forget what no pod carries any more (their finalizers are off).
         self._released_tokens &= set(by_token)
         for key in [k for k in self._releases if k not in by_token]:
             del self._releases[key]
+        for key in [k for k in self._releasing if k not in by_token and self._releasing[k].done()]:
+            del self._releasing[key]
         return [
             (pod.key, unfinalize_ops(pod))
             for pod in holding
@@ -411,18 +463,24 @@ class Acquisitions:
                 "the resources config; its acquisition is left to the service's expiry",
             )
             return True
-        try:
-            env = resource_env(definition, self._credentials(definition), first)
-            self.library.release(definition, token, env)
-        except (QrmiCallFailed, AcquireFailed) as exc:
+        call = self._releasing.get(key)
+        if call is None:
+            if now < state.next_at:
+                return False
+            call = self._call(self._releasing, key, self._release_now, definition, token, first)
+        if not call.done():
+            return False
+        del self._releasing[key]
+        exc = call.exception()
+        if exc is not None:
             state.tries += 1
             _released.add(1, {"outcome": "failed"})
             if state.tries >= self.release_tries:
                 self._warn(
                     first,
                     "QrmiReleaseFailed",
-                    f"releasing QRMI resource {resource} "
-                    f"failed {state.tries} times ({exc}); left to the service's expiry",
+                    f"releasing QRMI resource {resource} failed {state.tries} times ({exc}); "
+                    "left to the service's expiry",
                 )
                 return True
             state.next_at = now + self.retry_after * 2 ** (state.tries - 1)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -79,6 +81,18 @@ class Library:
         return made - {t for _, t in self.released}
 
 
+class Inline(Executor):
+    """Runs each QRMI call at once, so a round sees its result (the extender's are threads)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - kept in the future, as a pool does
+            done.set_exception(exc)
+        return done
+
+
 class Warnings:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
@@ -100,6 +114,7 @@ def cluster(
     now: list[float] | None = None,
     secrets: dict[str, Mapping[str, str]] | None = None,
     config: resources.ResourcesConfig = CONFIG,
+    executor: Executor | None = None,
 ) -> tuple[Api, GatedQueue, Ledger, Library, Warnings]:
     api = api if api is not None else Api()
     library = library if library is not None else Library()
@@ -116,6 +131,7 @@ def cluster(
         SEAL,
         warn=warnings,
         clock=lambda: clock[0],
+        executor=executor or Inline(),
     )
     queue = GatedQueue(
         Scheduler(graph, ledger, api, NullBinder()),
@@ -391,3 +407,36 @@ def test_a_pod_asking_for_two_backends_gets_both_in_order_each_acquired_and_kept
     finish(api, ledger, "default/two")
     assert round_trip(queue) == ["default/more"]
     assert sorted(t for _, t in successor.released) == sorted(tokens)
+
+
+class Blocking(Library):
+    """A service that does not answer until told to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def acquire(self, resource: qrmi.QrmiResource, env: Mapping[str, str]) -> str:
+        assert self.go.wait(30)
+        return super().acquire(resource, env)
+
+
+def test_a_slow_service_never_holds_up_the_queues_round() -> None:
+    """QRMI is called away from the round: while the service does not answer, the quantum
+    group waits (saying so) and the other groups are placed as usual; its answer wakes
+    the queue, whose next round releases the group."""
+    api = Api()
+    api.put(quantum("slow", created=1))
+    api.put(gated("classical", cpu="1", created=2))
+    library = Blocking()
+    with ThreadPoolExecutor(2) as pool:
+        api, queue, ledger, library, _ = cluster(api, library, executor=pool)
+        woken = threading.Event()
+        queue.poke = woken.set  # type: ignore[method-assign]
+        assert round_trip(queue) == ["default/classical"]
+        [waiting] = queue.waiting
+        assert waiting.reason == "acquiring QRMI resource ibm_a"
+        library.go.set()
+        assert woken.wait(10)
+        assert round_trip(queue) == ["default/slow"]
+    assert library.live() == {"session-1"}
