@@ -49,6 +49,7 @@ from bench.extender_throughput import (
     Extender,
     null_queue,
     scheduler_settings,
+    scheduling_refusals,
     tune_scheduler,
 )
 from fluence import names
@@ -113,6 +114,10 @@ class RuleCluster:
 
     def groups_path(self, namespace: str) -> str:
         return self.podgroups_path.format(namespace=namespace)
+
+    def refusals(self, namespace: str) -> int:
+        """kube-scheduler's refusals in ``namespace`` (:func:`scheduling_refusals`)."""
+        return scheduling_refusals(self.cp, namespace)
 
 
 def podgroup(

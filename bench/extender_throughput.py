@@ -96,6 +96,8 @@ class Phase:
     """Mean time the extender spent per request, by verb (its own histogram)."""
     api_requests: dict[str, int] = field(default_factory=dict)
     """Requests the API server answered during the phase, by verb and resource."""
+    refused: int = 0
+    """kube-scheduler's FailedScheduling Events in the phase (:func:`scheduling_refusals`)."""
 
     @property
     def pods_per_s(self) -> float:
@@ -277,6 +279,19 @@ def pod_states(api: Api, namespace: str) -> dict[str, int]:
     return states
 
 
+def scheduling_refusals(cp: ControlPlane, namespace: str) -> int:
+    """kube-scheduler's ``FailedScheduling`` Events in ``namespace`` so far, each counted as
+    often as it repeated. Gated pods are never tried, so under the queue rules these are
+    refusals of pods the queue released pinned to a node (the aim: none)."""
+    found = cp.rest.get(
+        f"/api/v1/namespaces/{namespace}/events", fieldSelector="reason=FailedScheduling"
+    )
+    return sum(
+        max(e.get("count") or 0, (e.get("series") or {}).get("count") or 0, 1)
+        for e in found.get("items") or ()
+    )
+
+
 def run_phase(
     cp: ControlPlane,
     api: Api,
@@ -324,6 +339,7 @@ def run_phase(
             raise RuntimeError(f"phase {name}: watching the pods failed: {at}") from at
         phase.bound_at.append(at - start)
     phase.bound_s = phase.bound_at[-1]
+    phase.refused = scheduling_refusals(cp, namespace)
     phase.cpu_s = {k: round(cpu_seconds(pid) - cpu_before[k], 2) for k, pid in processes.items()}
     requests_after = api_request_counts(api)
     phase.api_requests = {
@@ -539,6 +555,7 @@ class Result:
                 out.cpu_s[k] = out.cpu_s.get(k, 0.0) + v
             for k, n in p.api_requests.items():
                 out.api_requests[k] = out.api_requests.get(k, 0) + n
+            out.refused += p.refused
         out.bound_s = offset
         means = [p.extender_ms for p in parts if p.extender_ms]
         if means:
@@ -586,6 +603,7 @@ def phase_doc(p: Phase) -> dict[str, Any]:
         "cpu_ms_per_pod": {k: round(v / p.pods * 1000, 2) for k, v in p.cpu_s.items()},
         **({"extender_mean_ms": p.extender_ms} if p.extender_ms else {}),
         "api_requests_per_pod": {k: round(v / p.pods, 2) for k, v in p.api_requests.items()},
+        "scheduling_refusals_total": p.refused,
     }
 
 

@@ -263,8 +263,10 @@ def run_rule(
                 break
             time.sleep(POLL_S)
         left = left_over(cluster) if cluster.gated else {}
+        refused = cluster.refusals(NS)
     row = summarize(rule, nodes, runs, driver.busy)
     row["scheduler"] = cluster.settings
+    row["scheduling_refusals"] = refused
     if cluster.gated:
         row["pods_left"] = left
     return row
@@ -345,7 +347,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> Path:
     return cores_over_time(series, title, path)
 
 
-SUMMED = ("makespan", "makespan_vs_bound", "biggest_gang_wait", "mean_group_wait")
+SUMMED = (
+    "makespan",
+    "makespan_vs_bound",
+    "biggest_gang_wait",
+    "mean_group_wait",
+    "scheduling_refusals",
+)
 PAIRS = (
     ("queue", "native"),
     ("queue-only", "native"),

@@ -34,6 +34,7 @@ JSON (each rule's runs, and per rule the median and range over them) and drawn i
 ``bench/out/topology-cluster.png`` (the first run): gangs placed, racks spanned per gang
 (mean, max, share at the ideal ``ceil(size / rack cpus)``), racks left wholly free,
 seconds from a gang's creation to its last bind (sum, and pods bound per second of it),
+kube-scheduler's refusals (``FailedScheduling`` Events: under ``queue``, of pods it released),
 and the time ratios paired run by run.
 
 Usage: python bench/topology_cluster.py [--racks 8] [--nodes 16] [--gangs 100] [--runs 3]
@@ -144,6 +145,7 @@ def run_rule(
             if rng.random() < args.churn:  # a gang ends, leaving holes behind
                 driver.delete(running.pop(rng.randrange(len(running))))
         free = len(set(rack_of.values()) - driver.busy_racks())
+        refused = cluster.refusals(NS)
     return {
         "rule": rule,
         "gangs_placed": placed,
@@ -154,6 +156,7 @@ def run_rule(
         "racks_wholly_free": free,
         "placing_seconds": round(seconds, 1),
         "pods_per_second": round(pods_placed / seconds, 1) if seconds else None,
+        "scheduling_refusals": refused,
         "scheduler": cluster.settings,
         "spans": spans,
     }
@@ -226,6 +229,7 @@ def main() -> None:
                         "racks_wholly_free",
                         "placing_seconds",
                         "pods_per_second",
+                        "scheduling_refusals",
                     )
                 },
                 "scheduler": runs[0][rule]["scheduler"],
