@@ -290,7 +290,7 @@ class Acquisitions:
         del self._acquiring[key]
         try:
             token = call.result()
-        except (QrmiCallFailed, AcquireFailed) as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure of the call (Secret, QRMI)
             why = f"acquiring QRMI resource {resource.name} failed: {exc}"
             self._failed[group] = (self.clock(), why)
             _acquired.add(1, {"outcome": "failed"})
@@ -312,22 +312,14 @@ class Acquisitions:
         return call
 
     def _acquire_now(self, resource: qrmi.QrmiResource, job: Pod | None) -> str:
-        try:
-            env = resource_env(resource, self._credentials(resource), job)
-            return self.library.acquire(resource, env)
-        except (QrmiCallFailed, AcquireFailed):
-            raise
-        except Exception as exc:  # noqa: BLE001 - reading the Secret, starting the call
-            raise QrmiCallFailed(repr(exc)) from exc
+        return self.library.acquire(
+            resource, resource_env(resource, self._credentials(resource), job)
+        )
 
     def _release_now(self, resource: qrmi.QrmiResource, token: str, job: Pod | None) -> None:
-        try:
-            env = resource_env(resource, self._credentials(resource), job)
-            self.library.release(resource, token, env)
-        except (QrmiCallFailed, AcquireFailed):
-            raise
-        except Exception as exc:  # noqa: BLE001 - reading the Secret, starting the call
-            raise QrmiCallFailed(repr(exc)) from exc
+        self.library.release(
+            resource, token, resource_env(resource, self._credentials(resource), job)
+        )
 
     def annotations(self, pod: Pod, resource: str, token: str) -> dict[str, str]:
         """What ``pod``'s release writes for the acquisition: the token and its seal."""
@@ -383,7 +375,7 @@ class Acquisitions:
         try:
             self._release_now(definition, pending.token, pending.job)
             _released.add(1, {"outcome": "released"})
-        except (QrmiCallFailed, AcquireFailed) as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure of the call (Secret, QRMI)
             _released.add(1, {"outcome": "failed"})
             log.warning(
                 "an acquisition never handed to a pod could not be released; left to the "
