@@ -201,6 +201,8 @@ class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
 
 class PodStatus(msgspec.Struct, rename="camel", omit_defaults=True):
     phase: str = ""
+    start_time: str = ""
+    """When the kubelet took the pod on (RFC 3339); ``activeDeadlineSeconds`` counts from it."""
 
 
 class Pod(msgspec.Struct, omit_defaults=True):

@@ -15,6 +15,7 @@ groups that waited. A Job's deadline reaches its pods through the webhook.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterable
 
@@ -59,6 +60,22 @@ def group_runtime(pods: Iterable[Pod], default: int) -> int:
             return 0
         longest = max(longest, r)
     return longest
+
+
+def time_left(pod: Pod, runtime: int, now: float) -> int:
+    """Seconds of ``runtime`` a pod has still to run at Unix time ``now`` (0: unknown).
+
+    Counted from the pod's start, so a restarted scheduler plans a running pod's end
+    where the one before it did, not a whole runtime from the restart; a pod past its
+    estimate is given a second (the graph holds it on while it runs).
+    """
+    if runtime <= 0 or not pod.status.start_time:
+        return runtime
+    try:
+        started = datetime.datetime.fromisoformat(pod.status.start_time).timestamp()
+    except ValueError:
+        return runtime
+    return max(runtime - max(int(now - started), 0), 1)
 
 
 def group_enforced(pods: Iterable[Pod]) -> bool:

@@ -61,7 +61,7 @@ _requeued = _meter.create_counter(
 _after_end = _meter.create_histogram(
     "fluence_queue_release_after_end_seconds",
     unit="s",
-    description="From the watch seeing a pod end (room freed) to the next group's release",
+    description="From a pod's end (room freed) to the release of the group that room let start",
 )
 _refused = _meter.create_counter(
     "fluence_queue_release_failures",
@@ -191,7 +191,9 @@ class GatedQueue:
         self.conditions = conditions
         self.status_interval = status_interval
         self._freed_at: float | None = None
-        """When the watch first saw a pod end since the last release."""
+        """When the watch first saw a pod end since the last round that released or could not
+        use the room."""
+        self._freed_before_plan: float | None = None
         self._told: dict[str, str] = {}
         """Pod key -> the reason its Queued condition says."""
         self._told_at: dict[str, float] = {}
@@ -253,6 +255,7 @@ class GatedQueue:
 
     def plan(self) -> list[Release]:
         """Place what fits now, in queue order; the releases to write."""
+        self._freed_before_plan = self._freed_at
         with self._lock:
             gated = [p for p in self._gated.values() if p.key not in self._sent]
         found: dict[str, tuple[groups.GroupRef, list[Pod]]] = {}
@@ -463,9 +466,13 @@ class GatedQueue:
             for r in releases:
                 self._sent[r.pod] = r.uid
         await asyncio.gather(*(self._write(r) for r in releases))
-        freed, self._freed_at = self._freed_at, None
-        if freed is not None and releases:
-            _after_end.record(self.clock() - freed)
+        if releases:
+            freed, self._freed_at = self._freed_at, None
+            if freed is not None:
+                _after_end.record(self.clock() - freed)
+        elif self._freed_at == self._freed_before_plan:
+            # The room freed so far started nobody: a later release is not its wait.
+            self._freed_at = None
         if self.conditions is not None and any(r.pod in self._told for r in releases):
             await asyncio.to_thread(self._untell, releases)
 
@@ -515,6 +522,15 @@ class GatedQueue:
         finally:
             self._wake = lambda: None  # events after the loop ends wake nothing
 
+    async def round(self) -> None:
+        """One round of the leader: evict overdue groups, place and release what fits, let
+        QRMI acquisitions go, tell the waiting groups why."""
+        await asyncio.to_thread(self.overdue)
+        releases = await asyncio.to_thread(self.plan)
+        await self.write(releases)
+        await self.let_go()
+        await asyncio.to_thread(self.tell)
+
     async def _rounds(
         self, woken: asyncio.Event, ready: Callable[[], bool], leadership: Leadership
     ) -> None:
@@ -531,12 +547,7 @@ class GatedQueue:
             if not ready() or not leading:
                 continue
             try:
-                await asyncio.to_thread(self.overdue)
-                releases = await asyncio.to_thread(self.plan)
-                if releases:
-                    await self.write(releases)
-                await self.let_go()
-                await asyncio.to_thread(self.tell)
+                await self.round()
                 self.timeouts.forget_quiet(
                     {w.group for w in self.waiting} | set(self._pinned_since)
                 )

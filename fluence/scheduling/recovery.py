@@ -12,6 +12,7 @@ the graph's locks.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from fluence import names
@@ -19,7 +20,7 @@ from fluence.cluster_graph import ClusterGraph
 from fluence.events import PodEvents
 from fluence.placement import BackendChoice
 from fluence.pods import Pod, pod_requests, split_requests
-from fluence.runtimes import pod_runtime
+from fluence.runtimes import pod_runtime, time_left
 from fluence.scheduling.holdings import (
     COMMITTED,
     FOREIGN,
@@ -123,15 +124,16 @@ class Recovery:
     ) -> None:
         node = node or pod.spec.node_name
         runtime = pod_runtime(pod, self.default_runtime)
+        left = time_left(pod, runtime, time.time())
         jid = 0
         shared = self.store.devices.get(rec.group) if rec.devices else None
         made_group = False
         try:
             if rec.amounts:
-                jid = self.store.hold_compute(node, rec.amounts, runtime)
+                jid = self.store.hold_compute(node, rec.amounts, left)
             if rec.devices and shared is None:
                 wanted = [(d.type, d.path, d.name) for d in rec.devices]
-                shared = self.store.hold_devices(rec.group, wanted, record_backends(rec), runtime)
+                shared = self.store.hold_devices(rec.group, wanted, record_backends(rec), left)
                 made_group = True
         except (StateError, NotFoundError) as exc:
             if jid and self.graph.holds(jid):

@@ -17,6 +17,7 @@ from fluence.pods import Pod, PodGroup, decode_node, decode_pod
 from fluence.reflectors import DELETED, MODIFIED
 from fluence.scheduling.holdings import TENTATIVE
 from fluence.scheduling.record import RecordSeal
+from scheduler_extender import gated_queue
 from scheduler_extender.binder import NullBinder
 from scheduler_extender.gated_queue import GatedQueue
 from scheduler_extender.scheduling import ReleaseRefused, Scheduler
@@ -453,3 +454,34 @@ def test_a_node_at_its_pod_limit_is_not_given_more_pods_than_it_takes() -> None:
     assert ledger.get("default/late").node == "n0"  # type: ignore[union-attr]
     api.put(gated("later", cpu="1", created=6))
     assert round_trip(queue) == []  # every node is at its limit
+
+
+def test_release_after_end_counts_from_the_end_that_made_room(monkeypatch: Any) -> None:
+    """A pod's end that leaves too little room starts nobody; the wait recorded for the
+    group released later runs from the end that let it start."""
+    recorded: list[float] = []
+
+    class Histogram:
+        def record(self, value: float) -> None:
+            recorded.append(value)
+
+    monkeypatch.setattr(gated_queue, "_after_end", Histogram())
+    now = [0.0]
+    api, queue, ledger = cluster(nodes=1, now=now)
+    for name in ("a", "c"):
+        api.put(gated(name, cpu="2"))
+    asyncio.run(queue.round())
+    for key in ("default/a", "default/c"):
+        bind(api, ledger, key)
+    api.put(gated("b", cpu="4", created=5))
+    asyncio.run(queue.round())
+    now[0] = 10.0
+    finish(api, ledger, "default/a")
+    asyncio.run(queue.round())  # c still runs: 2 of 4 cpu free
+    assert sorted(api.writes) == ["default/a", "default/c"]
+    now[0] = 50.0
+    finish(api, ledger, "default/c")
+    now[0] = 50.25
+    asyncio.run(queue.round())
+    assert api.writes[2:] == ["default/b"]
+    assert recorded == [0.25]

@@ -7,6 +7,7 @@ Nodes have one core each; every pod asks for one core.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from typing import Any
 
@@ -412,3 +413,34 @@ def test_preemption_is_judged_as_the_preemptor_will_be_placed() -> None:
     bounded = [pod("bounded", priority=1000, deadline=10)]
     assert place(ledger, "bounded", bounded, priority=1000).status == "busy"
     assert ledger.victims_for("default/bounded") == ["default/low"]
+
+
+def test_a_restarted_ledger_plans_a_running_pods_end_from_its_start() -> None:
+    """A pod that has run 60 of its 100 enforced seconds ends in 40 for the ledger that
+    placed it and for one rebuilt from the API server: the reservation behind it keeps
+    its start across a restart instead of moving a whole runtime later."""
+    ledger, clock = cluster(1)
+    running = pod("run-0", deadline=100)
+    assert place(ledger, "run", [running]).status == "allocated"
+    held = ledger.commit(running.key, running.metadata.uid, "n0")
+    clock.t += 60
+    assert place(ledger, "next", [pod("next-0", deadline=50)]).status == "busy"
+    assert start_of(ledger, "next") == 40
+
+    doc = make_pod("run-0", node="n0", phase="Running", raw=True, uid=running.metadata.uid)
+    doc["metadata"]["annotations"] = ledger.annotations(held)
+    doc["spec"]["activeDeadlineSeconds"] = 100
+    started = time.time() - 60
+    doc["status"]["startTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    restarted, _ = cluster(1)
+    restarted.observe(decode_pod(json.dumps(doc)))
+    assert restarted.get(running.key) is not None
+    assert place(restarted, "next", [pod("next-0", deadline=50)]).status == "busy"
+    start = start_of(restarted, "next")
+    assert start is not None and 39 <= start <= 41, start
+    # Without a start (not taken on by a kubelet yet) the whole runtime is still ahead.
+    del doc["status"]["startTime"]
+    fresh, _ = cluster(1)
+    fresh.observe(decode_pod(json.dumps(doc)))
+    assert place(fresh, "next", [pod("next-0", deadline=50)]).status == "busy"
+    assert start_of(fresh, "next") == 100
