@@ -61,7 +61,7 @@ from bench.plots import racks_spanned  # noqa: E402
 from bench.topology import RACK, ZONE, workload  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-RULES = ("native", "native-packed", "fluence", "queue", "null")
+RULES = ("native", "native-packed", "fluence", "queue", "queue-only", "null")
 NS = "gangs"
 POLL_S = 0.1
 

@@ -80,6 +80,9 @@ POD_LIMIT_TRIES = 3
 pod limit."""
 DEFAULT_STATUS_INTERVAL = 30.0
 """Least seconds between two writes of a waiting group's Queued condition."""
+DEFAULT_TELL_AFTER = 2.0
+"""Seconds a group waits before its pods are told why: a gang whose pods are still being
+created, or that starts at the next round, costs no status writes."""
 DEFAULT_RETRY_LIMIT = 5
 """Gang timeouts after which a group's pods stay gated until an operator acts."""
 
@@ -176,6 +179,7 @@ class GatedQueue:
         retry_limit: int = DEFAULT_RETRY_LIMIT,
         conditions: ConditionWriter | None = None,
         status_interval: float = DEFAULT_STATUS_INTERVAL,
+        tell_after: float = DEFAULT_TELL_AFTER,
         acquisitions: Acquisitions | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -190,6 +194,9 @@ class GatedQueue:
         self.clock = clock
         self.conditions = conditions
         self.status_interval = status_interval
+        self.tell_after = tell_after
+        self._waiting_since: dict[str, float] = {}
+        """Group key -> when a round first left it waiting (since then without a break)."""
         self._freed_at: float | None = None
         """When the watch first saw a pod end since the last round that released or could not
         use the room."""
@@ -291,6 +298,7 @@ class GatedQueue:
             if reason:
                 waiting.append(Waiting(ref.key, len(members), reason, gated_keys))
         self.waiting = waiting
+        self._waiting_since = {w.group: self._waiting_since.get(w.group, now) for w in waiting}
         if self.acquisitions is not None:
             self.acquisitions.keep_only(found)
         return releases
@@ -375,14 +383,17 @@ class GatedQueue:
         return f"no placement within the nodes' pod limits after {POD_LIMIT_TRIES} tries"
 
     def tell(self) -> int:
-        """Write each waiting group's reason on its gated pods (condition ``Queued``): at once
-        on a pod not told yet, again when the reason changed but at most every
-        ``status_interval`` seconds a group; the pods written."""
+        """Write each waiting group's reason on its gated pods (condition ``Queued``): once
+        the group has waited ``tell_after`` seconds, at once on a pod not told yet, again
+        when the reason changed but at most every ``status_interval`` seconds a group; the
+        pods written."""
         if self.conditions is None:
             return 0
         now = self.clock()
         written = 0
         for w in self.waiting:
+            if now - self._waiting_since.get(w.group, now) < self.tell_after:
+                continue
             due = now - self._told_at.get(w.group, -self.status_interval) >= self.status_interval
             condition = queued_condition(w.reason)
             wrote = 0

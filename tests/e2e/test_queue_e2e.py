@@ -978,8 +978,8 @@ def test_a_waiting_pod_says_why_in_its_condition_and_in_the_queue(suite: Suite) 
     group = f"{suite.ns}/trio"
     why = f"waiting for 1 more pod(s) of group {group}"
     for p in trio[:2]:
-        # A round that saw only the first pod wrote "2 more" on it; the second is told at
-        # once, the first's changed reason at most 30 s after the last write for the group.
+        # Told once the group has waited 2 s; a pod told "2 more" before the second came is
+        # told the changed reason at most 30 s after the last write for the group.
         cond = wait_for(
             partial(condition_says, suite, p, why),
             60,

@@ -408,6 +408,9 @@ def test_waiting_pods_carry_the_reason_until_they_are_released() -> None:
     queue.conditions = lambda pod, c: written.append((pod, c["status"], c["message"]))
     api.put(gated("m0", labels=GANG, size=3, cpu="1"))
     queue.plan()
+    assert queue.tell() == 0  # not told before it has waited a while
+    now[0] += queue.tell_after
+    queue.plan()
     assert queue.tell() == 1
     assert written[0][:2] == ("default/m0", "True") and "waiting for 2 more pod" in written[0][2]
     queue.plan()
@@ -485,3 +488,18 @@ def test_release_after_end_counts_from_the_end_that_made_room(monkeypatch: Any) 
     asyncio.run(queue.round())
     assert api.writes[2:] == ["default/b"]
     assert recorded == [0.25]
+
+
+def test_a_gang_that_forms_and_starts_within_the_grace_writes_no_condition() -> None:
+    """Pods of a gang being created one after another, then released: no status writes
+    beyond the release (the Queued condition is for groups that wait)."""
+    now = [0.0]
+    api, queue, _ = cluster(nodes=1, now=now)
+    written: list[str] = []
+    queue.conditions = lambda pod, c: written.append(pod)
+    for i in range(4):
+        api.put(gated(f"m{i}", labels=GANG, size=4, cpu="1"))
+        now[0] += 0.4
+        asyncio.run(queue.round())
+    assert sorted(api.writes) == [f"default/m{i}" for i in range(4)]
+    assert written == []
