@@ -7,6 +7,9 @@ constrained to ``virtual=false`` and, when some nodes are off limits for the
 group, ``not hostlist``. Then one *device* jobspec per requested virtual type,
 as the Go fluence does: ``slot{node: count}`` constrained to ``virtual=true``,
 ``class=<type>`` and every ``require-<attr>`` annotation of the group's pods.
+Members that take the same host port (protocol and number) cannot share a node:
+each set of them linked so is matched as ``node{slot}`` (one slot on each of distinct
+nodes), for those pods alone.
 Each carries the group's expected runtime as its duration (``0``: unknown,
 held until released), so the planner knows when its capacity frees.
 """
@@ -84,10 +87,16 @@ def _jobspec(
     constraints: dict[str, Any],
     command: str,
     duration: int = 0,
+    per_node: bool = False,
 ) -> dict[str, Any]:
+    if per_node:
+        slot = {"type": "slot", "count": 1, "label": label, "with": with_}
+        resources = [{"type": "node", "count": slot_count, "with": [slot]}]
+    else:
+        resources = [{"type": "slot", "count": slot_count, "label": label, "with": with_}]
     return {
         "version": VERSION,
-        "resources": [{"type": "slot", "count": slot_count, "label": label, "with": with_}],
+        "resources": resources,
         "attributes": {"system": {"constraints": constraints, "duration": duration}},
         "tasks": [{"command": [command], "slot": label, "count": {"per_slot": 1}}],
     }
@@ -107,11 +116,13 @@ def compute_jobspec(
     exclude: Sequence[str] = (),
     within: Sequence[str] = (),
     duration: int = 0,
+    per_node: bool = False,
 ) -> dict[str, Any]:
-    """``count`` slots of ``shape`` on nodes not in ``exclude`` (and in ``within``, if given)."""
+    """``count`` slots of ``shape`` on nodes not in ``exclude`` (and in ``within``, if given);
+    ``per_node``: each on a node of its own."""
     with_ = [{"type": t, "count": n} for t, n in shape]
     constraints = _constraints([names.PROPERTY_VIRTUAL_FALSE], exclude, within)
-    return _jobspec(count, COMPUTE_LABEL, with_, constraints, group, duration)
+    return _jobspec(count, COMPUTE_LABEL, with_, constraints, group, duration, per_node)
 
 
 def require_properties(pods: Iterable[Pod]) -> list[str]:
@@ -154,12 +165,17 @@ def group_jobspecs(
     if not pods:
         raise JobspecError(f"pod group {group!r} has no pods to place")
     shapes: dict[Shape, int] = {}
+    spread: dict[tuple[Shape, str], list[str]] = {}
+    apart = _port_sharers(pods)
     devices: dict[str, int] = {}
     for p in pods:
         compute, dev = split[p.key] if split is not None else split_requests(pod_requests(p))
         if compute:
             shape = tuple(sorted(compute.items()))
-            shapes[shape] = shapes.get(shape, 0) + 1
+            if p.key in apart:
+                spread.setdefault((shape, apart[p.key]), []).append(p.key)
+            else:
+                shapes[shape] = shapes.get(shape, 0) + 1
         for t, n in dev.items():
             devices[t] = max(devices.get(t, 0), n)
     known = set(known_types)
@@ -175,15 +191,53 @@ def group_jobspecs(
                 "remove the request or add that type to the config"
             )
     require = require_properties(pods)
+    # Specs for named pods come before the other specs of their shape, which take the
+    # shape's pods in order (fluence.scheduling.match).
+    by_weight = sorted(
+        [(shape, n, ()) for shape, n in shapes.items()]
+        + [(shape, len(keys), tuple(keys)) for (shape, _), keys in spread.items()],
+        key=lambda s: (-_weight(s[0]), s[0], not s[2]),
+    )
     compute_specs = tuple(
-        ComputeSpec(shape, n, compute_jobspec(shape, n, group, exclude, within, duration))
-        for shape, n in sorted(shapes.items(), key=lambda kv: (-_weight(kv[0]), kv[0]))
+        ComputeSpec(
+            shape,
+            n,
+            compute_jobspec(shape, n, group, exclude, within, duration, per_node=bool(keys)),
+            keys,
+        )
+        for shape, n, keys in by_weight
     )
     device_specs = tuple(
         DeviceSpec(t, n, device_jobspec(t, n, group, require, duration))
         for t, n in sorted(devices.items())
     )
     return GroupSpecs(compute_specs, device_specs)
+
+
+def _port_sharers(pods: Sequence[Pod]) -> dict[str, str]:
+    """Pods that take host ports -> the first pod of the set they share ports with, linked
+    through any port (protocol and number; the addresses are not told apart, which keeps
+    apart a few pods that could have met, never lets two meet that cannot)."""
+    first: dict[str, str] = {}
+    root: dict[str, str] = {}
+
+    def find(k: str) -> str:
+        while root[k] != k:
+            root[k] = root[root[k]]
+            k = root[k]
+        return k
+
+    for p in pods:
+        ports = p.host_ports
+        if not ports:
+            continue
+        root[p.key] = p.key
+        for protocol, _, number in sorted(ports):
+            other = first.setdefault(f"{protocol}/{number}", p.key)
+            a, b = find(other), find(p.key)
+            if a != b:
+                root[b] = a
+    return {k: find(k) for k in root}
 
 
 def _weight(shape: Shape) -> int:

@@ -131,9 +131,17 @@ class ResourceRequirements(msgspec.Struct, omit_defaults=True):
     limits: dict[str, str | int | float] = {}
 
 
+class ContainerPort(msgspec.Struct, rename="camel", omit_defaults=True):
+    container_port: int = 0
+    host_port: int = 0
+    protocol: str = ""
+    host_ip: str = msgspec.field(default="", name="hostIP")
+
+
 class Container(msgspec.Struct, omit_defaults=True):
     name: str = ""
     resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
+    ports: list[ContainerPort] = []
 
 
 class Toleration(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -225,6 +233,17 @@ class Pod(msgspec.Struct, omit_defaults=True):
     @property
     def gated(self) -> bool:
         return bool(self.spec.scheduling_gates)
+
+    @property
+    def host_ports(self) -> frozenset[tuple[str, str, int]]:
+        """(protocol, host IP, port) of every port its containers take on their node, as
+        kube-scheduler counts them (containers only; TCP and 0.0.0.0 when unsaid)."""
+        return frozenset(
+            (p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
+            for c in self.spec.containers
+            for p in c.ports
+            if p.host_port > 0
+        )
 
     def gated_by(self, gate: str) -> bool:
         return any(g.name == gate for g in self.spec.scheduling_gates)

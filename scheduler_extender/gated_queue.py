@@ -35,10 +35,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from typing import Any, Protocol
 
 from fluence import groups, names, telemetry
+from fluence.host_ports import HostPort, PortsByNode, clashes
 from fluence.json_patch import PatchOp
 from fluence.pinning import release_ops
 from fluence.pods import Pod
@@ -146,14 +147,24 @@ def ours_alone(pod: Pod) -> bool:
 
 @dataclass
 class PodRoom:
-    """Each node's pod limit and the pods held on it, taken once a round."""
+    """Each node's pod limit, the pods held on it and the host ports taken there, taken
+    once a round."""
 
     limits: dict[str, int]
     counts: Counter[str]
+    ports: PortsByNode = field(default_factory=PortsByNode)
 
     @classmethod
-    def of(cls, limits: dict[str, int], held: Iterable[Holding]) -> PodRoom:
-        return cls(limits, Counter(h.node for h in held if h.node))
+    def of(
+        cls,
+        limits: dict[str, int],
+        held: Iterable[Holding],
+        ports: Iterable[tuple[str, frozenset[HostPort]]] = (),
+    ) -> PodRoom:
+        taken = PortsByNode()
+        for node, used in ports:
+            taken.add(node, used)
+        return cls(limits, Counter(h.node for h in held if h.node), taken)
 
     def full(self) -> set[str]:
         return {n for n, limit in self.limits.items() if self.counts[n] >= limit}
@@ -207,6 +218,9 @@ class GatedQueue:
         """Group key -> when a reason was last written on its pods."""
         self._pinned: dict[str, Pod] = {}
         """Released pods of ours not bound yet, by key."""
+        self._port_users: dict[str, tuple[str, frozenset[HostPort]]] = {}
+        """Pods of any scheduler that take host ports on a node (bound, or released and
+        pinned there) -> (node, ports)."""
         self._pinned_since: dict[str, float] = {}
         """Group key -> when this queue first saw a member pinned and unbound."""
         self.timeouts = GangTimeouts(backoff, MAX_BACKOFF, clock=clock)
@@ -245,6 +259,12 @@ class GatedQueue:
                 self._pinned[key] = pod
             else:
                 self._pinned.pop(key, None)
+            ports = pod.host_ports if kind != DELETED and not pod.terminal else frozenset()
+            node = pod.spec.node_name or (_pinned_node(pod) if mine and _pinned(pod) else "")
+            if ports and node:
+                self._port_users[key] = (node, ports)
+            else:
+                self._port_users.pop(key, None)
         if kind == DELETED or pod.terminal:
             if self._freed_at is None:
                 self._freed_at = self.clock()
@@ -285,7 +305,11 @@ class GatedQueue:
         )
         releases: list[Release] = []
         now = self.clock()
-        room = PodRoom.of(self.scheduler.graph.pod_limits(), self.ledger.holdings().values())
+        with self._lock:
+            port_users = list(self._port_users.values())
+        room = PodRoom.of(
+            self.scheduler.graph.pod_limits(), self.ledger.holdings().values(), port_users
+        )
         for ref, members in order:
             gated_keys = tuple(m.key for m in members if m.gated_by(names.QUEUE_GATE))
             count, until = astuple(self.timeouts.get(ref.key))
@@ -362,25 +386,43 @@ class GatedQueue:
     def _place_within_pod_limits(
         self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod], room: PodRoom
     ) -> str:
-        """Match the group on nodes whose pod limit (allocatable ``pods``) leaves it room.
+        """Match the group on nodes whose pod limit (allocatable ``pods``) leaves it room
+        and where the host ports its pods take are free.
 
-        The graph holds no pod counts, and kube-scheduler refuses a pod on a node at its
-        limit: a node the match would fill past it is left out and the match made again.
+        The graph holds neither pod counts nor ports, and kube-scheduler refuses a pod on a
+        node at its limit or where a port it takes is taken: a node the match would fill
+        past its limit, or where members that take clashing ports would meet, is left out
+        and the match made again. (Members asking for the same ports are matched on
+        distinct nodes in the first place.)
         """
-        full = room.full()
+        by_key = {m.key: m for m in to_place}
+        wanted = {p for m in to_place for p in m.host_ports}
+        full = room.full() | room.ports.refusing(wanted)
         for _ in range(POD_LIMIT_TRIES):
             res = self.scheduler.place_group(ref, members, to_place, full)
             if res.status != "allocated":
-                return res.message or res.status
+                why = res.message or res.status
+                if full:
+                    why += (
+                        f" (not counting {len(full)} node(s) at their pod limit or where its "
+                        "host ports are taken)"
+                    )
+                return why
             mine = Counter(h.node for h in res.holdings.values() if h.node)
-            over = room.past(mine)
+            over = room.past(mine) | _meeting(res.holdings.values(), by_key)
             if not over:
                 room.counts.update(mine)
+                for key, h in res.holdings.items():
+                    if key in by_key:
+                        room.ports.add(h.node, by_key[key].host_ports)
                 return ""
             for key in res.holdings:
-                self.ledger.release(key, "matched onto nodes past their pod limit")
+                self.ledger.release(key, "matched onto nodes past their pod limit or ports")
             full |= over
-        return f"no placement within the nodes' pod limits after {POD_LIMIT_TRIES} tries"
+        return (
+            f"no placement within the nodes' pod limits and free host ports after "
+            f"{POD_LIMIT_TRIES} tries"
+        )
 
     def tell(self) -> int:
         """Write each waiting group's reason on its gated pods (condition ``Queued``): once
@@ -587,6 +629,21 @@ def released_condition(node: str) -> dict[str, Any]:
         "reason": "Released",
         "message": f"placed by fluence's queue and released{where}",
     }
+
+
+def _meeting(held: Iterable[Holding], pods: dict[str, Pod]) -> set[str]:
+    """Nodes where two of the just-matched ``held`` pods take clashing host ports."""
+    on: dict[str, list[frozenset[HostPort]]] = {}
+    out: set[str] = set()
+    for h in held:
+        pod = pods.get(h.pod)
+        ports = pod.host_ports if pod is not None else frozenset()
+        if not ports or not h.node:
+            continue
+        if any(clashes(ports, other) for other in on.get(h.node, ())):
+            out.add(h.node)
+        on.setdefault(h.node, []).append(ports)
+    return out
 
 
 def _pinned(pod: Pod) -> bool:

@@ -328,4 +328,10 @@ class DomainChoice:
         """``req``'s compute jobspecs ``within`` some nodes, each for exactly its pods."""
         specs = req.specs(req.window, within)
         by_shape = pods_by_shape(sorted(req.pods, key=lambda p: p.key), req.split)
-        return [replace(cs, pods=tuple(by_shape[cs.shape])) for cs in specs.compute]
+        named = {k for cs in specs.compute for k in cs.pods}  # kept apart for host ports
+        return [
+            cs
+            if cs.pods
+            else replace(cs, pods=tuple(k for k in by_shape[cs.shape] if k not in named))
+            for cs in specs.compute
+        ]

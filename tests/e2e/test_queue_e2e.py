@@ -1018,3 +1018,49 @@ def test_a_waiting_pod_says_why_in_its_condition_and_in_the_queue(suite: Suite) 
             partial(suite.describe, p),
         )
         assert cond["reason"] == "Released" and suite.nodes[0] in cond["message"], cond
+
+
+def test_members_taking_one_host_port_are_released_where_kube_scheduler_takes_them(
+    suite: Suite,
+) -> None:
+    """A gang of two one-cpu pods that each take host port 18080 on two 4-cpu nodes: the
+    queue matches them on distinct nodes (packed on one, kube-scheduler's NodePorts would
+    refuse the second). A third pod taking the port waits gated, and is released to the
+    node a member leaves. kube-scheduler refuses none of them."""
+    nodes = suite.add_nodes(2, cpu="4")
+    lab = {names.LABEL_GROUP: "ported"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "2"}
+
+    def with_port(name: str, **kw: Any) -> None:
+        container = {
+            "name": "app",
+            "image": "busybox",
+            "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
+            "ports": [{"containerPort": 8080, "hostPort": 18080}],
+        }
+        gated_pod(suite, name, spec={"containers": [container]}, **kw)
+
+    gang = ["ported-0", "ported-1"]
+    for p in gang:
+        with_port(p, labels=lab, annotations=ann)
+    bound = suite.wait_bound(*gang, timeout=60)
+    assert sorted(bound.values()) == sorted(nodes), bound
+    for p, node in bound.items():
+        assert_released_to(suite.get(p), node)
+
+    with_port("third")
+    wait_for(
+        lambda: (
+            "host ports are taken"
+            in ((queue_entry(suite, f"{suite.ns}/third") or {}).get("note") or "")
+        ),
+        30,
+        "the queue to keep the third pod waiting for the port",
+        lambda: str(queue_entry(suite, f"{suite.ns}/third")),
+    )
+    assert held_back(suite, "third")
+    finish(suite, gang[0])
+    assert suite.wait_bound("third", timeout=60) == {"third": bound[gang[0]]}
+    assert_released_to(suite.get("third"), bound[gang[0]])
+    events = suite.core.list_namespaced_event(suite.ns).items
+    assert not [e.message for e in events if e.reason == "FailedScheduling"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from fluence import names
 from fluence.group_jobspec import JobspecError, group_jobspecs
-from fluence.pods import pod_requests, split_requests
+from fluence.pods import decode_pod, pod_requests, split_requests
 from tests.unit.fluence.test_pods import make_pod
 
 KNOWN = {"qdevice", "qpu", "qubit"}
@@ -117,3 +119,27 @@ def test_unknown_virtual_type_is_refused_with_a_fix() -> None:
 def test_empty_group_is_an_error() -> None:
     with pytest.raises(JobspecError, match="no pods"):
         group_jobspecs("default/g", [], KNOWN)
+
+
+def test_members_taking_the_same_host_ports_are_matched_on_distinct_nodes() -> None:
+    def pod(name: str, port: int | None) -> object:
+        doc = make_pod(name, cpu="1", raw=True)
+        if port is not None:
+            doc["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": port}]
+        return decode_pod(json.dumps(doc))
+
+    pods = [pod("a", 8080), pod("b", None), pod("c", 8080), pod("d", 9090)]
+    specs = group_jobspecs("default/g", pods, [])  # type: ignore[arg-type]
+    spread = [cs for cs in specs.compute if cs.pods]
+    assert [(cs.count, cs.pods) for cs in spread] == [
+        (2, ("default/a", "default/c")),
+        (1, ("default/d",)),
+    ]
+    for cs in spread:
+        (node,) = cs.jobspec["resources"]
+        assert node["type"] == "node" and node["count"] == cs.count
+        assert node["with"][0]["type"] == "slot" and node["with"][0]["count"] == 1
+    (plain,) = [cs for cs in specs.compute if not cs.pods]
+    assert plain.count == 1 and plain.jobspec["resources"][0]["type"] == "slot"
+    # Named specs come before the plain one of their shape, which takes the rest in order.
+    assert specs.compute[-1] is plain

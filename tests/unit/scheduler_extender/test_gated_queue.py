@@ -503,3 +503,73 @@ def test_a_gang_that_forms_and_starts_within_the_grace_writes_no_condition() -> 
         asyncio.run(queue.round())
     assert sorted(api.writes) == [f"default/m{i}" for i in range(4)]
     assert written == []
+
+
+def ports(doc: dict[str, Any], *host_ports: int, protocol: str = "TCP", ip: str = "") -> Any:
+    """``doc`` with its container taking ``host_ports`` on its node."""
+    doc["spec"]["containers"][0]["ports"] = [
+        {"containerPort": p, "hostPort": p, "protocol": protocol, **({"hostIP": ip} if ip else {})}
+        for p in host_ports
+    ]
+    return doc
+
+
+def test_gang_members_taking_one_host_port_are_released_to_distinct_nodes() -> None:
+    """First fit would put all three one-cpu members on n0; kube-scheduler would refuse
+    two of them there for the port."""
+    api, queue, ledger = cluster(nodes=3)
+    for i in range(3):
+        api.put(ports(gated(f"m{i}", cpu="1", labels=GANG, size=3), 8080))
+    assert len(round_trip(queue)) == 3
+    nodes = {ledger.get(f"default/m{i}").node for i in range(3)}  # type: ignore[union-attr]
+    assert nodes == {"n0", "n1", "n2"}
+    # A fourth pod taking the port has no node left; one without it goes anywhere.
+    api.put(ports(gated("late", cpu="1", created=5), 8080))
+    api.put(gated("free", cpu="1", created=6))
+    assert round_trip(queue) == ["default/free"]
+    (late,) = queue.waiting
+    assert late.group == "default/late" and "host ports are taken" in late.reason, late
+
+
+def test_a_node_where_a_running_pod_takes_the_port_is_left_out() -> None:
+    api, queue, ledger = cluster(nodes=2)
+    theirs = ports(make_pod("theirs", cpu="1", node="n0", phase="Running", raw=True), 8080)
+    theirs["spec"]["schedulerName"] = "default-scheduler"
+    ledger.observe(api.put(theirs))
+    api.put(ports(gated("same", cpu="1", created=1), 8080))
+    assert round_trip(queue) == ["default/same"]
+    assert ledger.get("default/same").node == "n1"  # type: ignore[union-attr]
+    # Once it has ended, its port is free again.
+    api.put(ports(gated("next", cpu="1", created=3), 8080))
+    assert round_trip(queue) == []
+    finish(api, ledger, "default/theirs")
+    assert round_trip(queue) == ["default/next"]
+    assert ledger.get("default/next").node == "n0"  # type: ignore[union-attr]
+
+
+def test_ports_on_other_protocols_or_addresses_share_a_node() -> None:
+    api, queue, ledger = cluster(nodes=1)
+    theirs = ports(
+        make_pod("theirs", cpu="1", node="n0", phase="Running", raw=True), 8080, ip="10.0.0.1"
+    )
+    theirs["spec"]["schedulerName"] = "default-scheduler"
+    ledger.observe(api.put(theirs))
+    api.put(ports(gated("udp", cpu="1", created=1), 8080, protocol="UDP"))
+    api.put(ports(gated("other-ip", cpu="1", created=2), 8080, ip="10.0.0.2"))
+    api.put(ports(gated("every-ip", cpu="1", created=3), 8080))
+    assert sorted(round_trip(queue)) == ["default/other-ip", "default/udp"]
+    for key in ("default/other-ip", "default/udp"):
+        bind(api, ledger, key)
+    finish(api, ledger, "default/theirs")
+    assert round_trip(queue) == []  # 10.0.0.2:8080 is still taken
+    finish(api, ledger, "default/other-ip")
+    assert round_trip(queue) == ["default/every-ip"]
+
+
+def test_members_with_overlapping_ports_do_not_meet_on_a_node() -> None:
+    """Different port sets (so matched as one slot shape) that share one port."""
+    api, queue, ledger = cluster(nodes=2)
+    api.put(ports(gated("a", cpu="1", labels=GANG, size=2), 80, 81))
+    api.put(ports(gated("b", cpu="1", labels=GANG, size=2), 81, 82))
+    assert len(round_trip(queue)) == 2
+    assert ledger.get("default/a").node != ledger.get("default/b").node  # type: ignore[union-attr]
