@@ -17,6 +17,8 @@ four rules, each on a fresh control plane with the same nodes (racks x nodes of
 - ``queue``: ``fluence``'s scheduler and extender, the pods created behind the queue's
   scheduling gate (as fluence's webhook makes them): the extender's queue places the
   gang whole and releases its pods pinned to their nodes, kube-scheduler binds them;
+- ``queue-only``: ``queue`` with a ``fluence`` profile that calls no extender (as the
+  chart's ``scheduler.extenderCalls=false``): kube-scheduler binds the pinned pods itself;
 - ``null``: ``native`` calling an extender that decides nothing (every candidate passes,
   it binds): the time any extender adds, so that "null / native" shows how much of
   "fluence / native" the extender protocol alone takes.
@@ -38,7 +40,7 @@ kube-scheduler's refusals (``FailedScheduling`` Events: under ``queue``, of pods
 and the time ratios paired run by run.
 
 Usage: python bench/topology_cluster.py [--racks 8] [--nodes 16] [--gangs 100] [--runs 3]
-    [--rules native native-packed fluence queue null] [--client-qps 5000]
+    [--rules native native-packed fluence queue queue-only null] [--client-qps 5000]
 """
 
 from __future__ import annotations
