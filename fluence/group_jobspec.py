@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence import names
+from fluence.host_ports import port_sharers
 from fluence.pods import Pod, Split, pod_requests, split_requests
 
 VERSION = 9999
@@ -166,7 +167,7 @@ def group_jobspecs(
         raise JobspecError(f"pod group {group!r} has no pods to place")
     shapes: dict[Shape, int] = {}
     spread: dict[tuple[Shape, str], list[str]] = {}
-    apart = _port_sharers(pods)
+    apart = port_sharers(pods)
     devices: dict[str, int] = {}
     for p in pods:
         compute, dev = split[p.key] if split is not None else split_requests(pod_requests(p))
@@ -212,32 +213,6 @@ def group_jobspecs(
         for t, n in sorted(devices.items())
     )
     return GroupSpecs(compute_specs, device_specs)
-
-
-def _port_sharers(pods: Sequence[Pod]) -> dict[str, str]:
-    """Pods that take host ports -> the first pod of the set they share ports with, linked
-    through any port (protocol and number; the addresses are not told apart, which keeps
-    apart a few pods that could have met, never lets two meet that cannot)."""
-    first: dict[str, str] = {}
-    root: dict[str, str] = {}
-
-    def find(k: str) -> str:
-        while root[k] != k:
-            root[k] = root[root[k]]
-            k = root[k]
-        return k
-
-    for p in pods:
-        ports = p.host_ports
-        if not ports:
-            continue
-        root[p.key] = p.key
-        for protocol, _, number in sorted(ports):
-            other = first.setdefault(f"{protocol}/{number}", p.key)
-            a, b = find(other), find(p.key)
-            if a != b:
-                root[b] = a
-    return {k: find(k) for k in root}
 
 
 def _weight(shape: Shape) -> int:

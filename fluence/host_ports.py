@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from fluence.pods import Pod
+
 HostPort = tuple[str, str, int]
 """(protocol, host IP, port), as :attr:`fluence.pods.Pod.host_ports` gives them."""
 
@@ -45,3 +47,29 @@ class PortsByNode:
         if not wanted:
             return set()
         return {n for n, taken in self.taken.items() if clashes(wanted, taken)}
+
+
+def port_sharers(pods: Iterable[Pod]) -> dict[str, str]:
+    """Pods that take host ports -> the first pod of the set they share ports with, linked
+    through any port (protocol and number; the addresses are not told apart, which keeps
+    apart a few pods that could have met, never lets two meet that cannot)."""
+    first: dict[str, str] = {}
+    root: dict[str, str] = {}
+
+    def find(k: str) -> str:
+        while root[k] != k:
+            root[k] = root[root[k]]
+            k = root[k]
+        return k
+
+    for p in pods:
+        ports = p.host_ports
+        if not ports:
+            continue
+        root[p.key] = p.key
+        for protocol, _, number in sorted(ports):
+            other = first.setdefault(f"{protocol}/{number}", p.key)
+            a, b = find(other), find(p.key)
+            if a != b:
+                root[b] = a
+    return {k: find(k) for k in root}
