@@ -494,6 +494,17 @@ class Ledger:
         """Bring the ledger in line with one pod as the API server sees it."""
         with self.lock, self.graph.lock:
             self.recovery.follow(pod)
+            if pod.bound or pod.terminal:
+                # Bound by another extender (or the queue's leader): it waits here no more.
+                self.reservations.forget_pod(pod.key, "its pods were bound")
+
+    def follow_release(self, pod: Pod) -> tuple[Holding | None, str]:
+        """A released pod this ledger may not have seen yet (its watch lags the scheduler
+        that asks about it): hold it where its record says. Returns its holding, if any,
+        and the node its trusted record names ("" when it carries none)."""
+        with self.lock, self.graph.lock:
+            node = self.recovery.follow_released(pod)
+            return self._holdings.get(pod.key), node
 
     def sealed(self, pod: Pod) -> bool:
         """Does the pod carry a record sealed for it? (Replayed first after a restart.)"""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import msgspec
 from opentelemetry import trace
 
-from fluence import groups, telemetry
+from fluence import groups, names, telemetry
 from fluence.cluster_graph import ClusterGraph
 from fluence.group_jobspec import JobspecError
 from fluence.ledger import Ledger
@@ -140,6 +140,10 @@ def _elsewhere(group: str, node: str) -> str:
     return f"group {group} is placed elsewhere: node {node} holds this pod"
 
 
+def _released_to(node: str) -> str:
+    return f"the queue released this pod to node {node}"
+
+
 class Scheduler:
     def __init__(
         self,
@@ -188,6 +192,14 @@ class Scheduler:
         if held is not None and pod.metadata.uid and held.uid and held.uid != pod.metadata.uid:
             self.ledger.release(pod.key, "pod was recreated under the same name")
             held = None
+        if held is None and names.ANNOTATION_ALLOCATION_SEAL in pod.metadata.annotations:
+            held, node = self.ledger.follow_release(pod)
+            if held is None and node:
+                # The queue's leader placed it and holds its room; this view has not seen
+                # that room freed yet (its watch lags). It is accounted when it has.
+                if node in candidates:
+                    return FilterOutcome(nodes=[node])
+                return FilterOutcome(failed={n: _released_to(node) for n in candidates})
         if held is not None:
             span.set_attribute("group", held.group)
             if not held.amounts:

@@ -81,7 +81,7 @@ class Recovery:
             self._release(key, f"pod {pod.status.phase}")
             return
         if not pod.bound:
-            self._follow_released(pod)
+            self.follow_released(pod)
             return
         h = self._holdings.get(key)
         rec = trusted_record(pod, self.seal, self.events)
@@ -108,16 +108,23 @@ class Recovery:
         else:
             self._hold_foreign(pod)
 
-    def _follow_released(self, pod: Pod) -> None:
+    def follow_released(self, pod: Pod) -> str:
         """A pod the queue released but kube-scheduler has not bound yet: hold it where its
-        record says (after a restart, and on a standby that follows the leader's queue)."""
-        if pod.key in self._holdings or pod.gated or pod.metadata.deletion_timestamp:
-            return
+        record says (after a restart, and on a standby that follows the leader's queue).
+
+        Returns the node its trusted record names ("" when it has none). A pod that does
+        not fit there yet (this view has not seen the room freed) waits to be accounted.
+        """
+        if pod.bound or pod.gated or pod.metadata.deletion_timestamp:
+            return ""
         if names.ANNOTATION_ALLOCATION_SEAL not in pod.metadata.annotations:
-            return
+            return ""
         rec = trusted_record(pod, self.seal, self.events)
-        if rec is not None and rec.node:
+        if rec is None or not rec.node:
+            return ""
+        if pod.key not in self._holdings:
             self._replay(pod, rec, rec.node, TENTATIVE)
+        return rec.node
 
     def _replay(
         self, pod: Pod, rec: AllocationRecord, node: str = "", state: str = COMMITTED
@@ -266,8 +273,12 @@ class Recovery:
         """
         for pod in list(self._unaccounted.values()):
             del self._unaccounted[pod.key]
-            if pod.key not in self._holdings:
+            if pod.key in self._holdings:
+                continue
+            if pod.bound:
                 self._account(pod, trusted_record(pod, self.seal, self.events))
+            else:
+                self.follow_released(pod)
 
     def waiting_to_be_accounted(self) -> bool:
         """Pods that did not fit are waiting for capacity."""

@@ -192,9 +192,9 @@ class Reservations:
         if why:
             log.info("group left the queue", extra={"group": w.group, "reason": why})
 
-    def forget_pod(self, pod: str) -> None:
-        """A pod is gone: its group leaves the queue when it was its last."""
-        self.left(self.queue.forget_pod(pod), "its pods are gone")
+    def forget_pod(self, pod: str, why: str = "its pods are gone") -> None:
+        """A pod is gone (or no longer waits): its group leaves the queue when it was its last."""
+        self.left(self.queue.forget_pod(pod), why)
 
     def drop_silent(self, now: float, silent: float) -> None:
         """Groups none of whose pods asked for ``silent`` seconds leave the queue."""

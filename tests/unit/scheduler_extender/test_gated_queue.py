@@ -573,3 +573,40 @@ def test_members_with_overlapping_ports_do_not_meet_on_a_node() -> None:
     api.put(ports(gated("b", cpu="1", labels=GANG, size=2), 81, 82))
     assert len(round_trip(queue)) == 2
     assert ledger.get("default/a").node != ledger.get("default/b").node  # type: ignore[union-attr]
+
+
+def test_a_standby_whose_watch_lags_passes_a_released_pod_to_its_node() -> None:
+    """kube-scheduler may ask an extender about a released pod before that extender's watch
+    shows the release or the end that made its room: the pod's sealed record decides, and
+    the pod does not join this extender's own queue."""
+    api, queue, ledger = cluster(nodes=1)
+    api.put(gated("first", created=1))
+    (first,) = round_trip(queue)
+    bind(api, ledger, first)
+    api.put(gated("second", created=2))
+    _, standby, standby_ledger = cluster(nodes=1, api=api)
+    api.queue = queue
+    finish(api, ledger, first)  # the standby's ledger does not see this end yet
+    assert round_trip(queue) == ["default/second"]
+    out = standby.scheduler.filter(api.pod("default/second"), ["n0"])
+    assert out.nodes == ["n0"] and not out.failed and not out.error
+    assert standby_ledger.waiting() == []
+    assert standby_ledger.get("default/second") is None  # no room for it in this view yet
+    standby_ledger.observe(api.pod(first))  # the end arrives: the released pod is held
+    held = standby_ledger.get("default/second")
+    assert held is not None and held.state == TENTATIVE and held.node == "n0"
+    assert standby.scheduler.filter(api.pod("default/second"), ["n0"]).nodes == ["n0"]
+
+
+def test_a_pod_waiting_here_but_bound_by_another_extender_leaves_the_queue() -> None:
+    api, queue, ledger = cluster(nodes=1)
+    api.put(gated("first", created=1))
+    (first,) = round_trip(queue)
+    bind(api, ledger, first)
+    doc = make_pod("late", cpu="4", raw=True)
+    api.put(doc)
+    out = queue.scheduler.filter(api.pod("default/late"), ["n0"])
+    assert out.failed and [w["group"] for w in ledger.waiting()] == ["default/late"]
+    doc["spec"]["nodeName"] = "n0"
+    ledger.observe(api.put(doc))
+    assert ledger.waiting() == []
