@@ -696,6 +696,13 @@ class ClusterGraph:
     def node_names(self) -> list[str]:
         return [n for n, v in self._nodes.items() if not v.deleted]
 
+    def nodes(self) -> dict[str, Node]:
+        """The nodes as the API server last showed them (for the rules the graph does not hold)."""
+        with self.lock:
+            return {
+                n: v.node for n, v in self._nodes.items() if v.node is not None and not v.deleted
+            }
+
     def pod_limits(self) -> dict[str, int]:
         """Each node's allocatable pod count (kube-scheduler's limit; the graph holds no pods)."""
         with self.lock:

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence import names
-from fluence.host_ports import port_sharers
+from fluence.host_ports import port_links
+from fluence.pod_affinity import repelling
 from fluence.pods import Pod, Split, pod_requests, split_requests
+from fluence.topology_spread import spread_per_node
 
 VERSION = 9999
 COMPUTE_LABEL = "default"
@@ -167,7 +169,7 @@ def group_jobspecs(
         raise JobspecError(f"pod group {group!r} has no pods to place")
     shapes: dict[Shape, int] = {}
     spread: dict[tuple[Shape, str], list[str]] = {}
-    apart = port_sharers(pods)
+    apart = kept_apart(pods)
     devices: dict[str, int] = {}
     for p in pods:
         compute, dev = split[p.key] if split is not None else split_requests(pod_requests(p))
@@ -213,6 +215,25 @@ def group_jobspecs(
         for t, n in sorted(devices.items())
     )
     return GroupSpecs(compute_specs, device_specs)
+
+
+def kept_apart(pods: Sequence[Pod]) -> dict[str, str]:
+    """Members to match on distinct nodes -> the first of the set they are linked in: they
+    take one host port, or one's per-node anti-affinity or spread picks the other."""
+    root: dict[str, str] = {}
+
+    def find(k: str) -> str:
+        root.setdefault(k, k)
+        while root[k] != k:
+            root[k] = root[root[k]]
+            k = root[k]
+        return k
+
+    for a, b in port_links(pods) + repelling(pods) + spread_per_node(pods):
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            root[rb] = ra
+    return {k: find(k) for k in list(root)}
 
 
 def _weight(shape: Shape) -> int:

@@ -5,7 +5,7 @@ takes a port another asks for: same protocol and number, and the same host IP or
 one bound to every address (``0.0.0.0``). The queue pins pods to nodes, so it keeps to the
 same rule: a node where a member's port is taken is left out of the group's match, and
 members that ask for the same port are matched on distinct nodes
-(:func:`fluence.group_jobspec.group_jobspecs`).
+(:func:`port_links`).
 """
 
 from __future__ import annotations
@@ -49,27 +49,15 @@ class PortsByNode:
         return {n for n, taken in self.taken.items() if clashes(wanted, taken)}
 
 
-def port_sharers(pods: Iterable[Pod]) -> dict[str, str]:
-    """Pods that take host ports -> the first pod of the set they share ports with, linked
-    through any port (protocol and number; the addresses are not told apart, which keeps
-    apart a few pods that could have met, never lets two meet that cannot)."""
+def port_links(pods: Iterable[Pod]) -> list[tuple[str, str]]:
+    """Pairs of pods that ask for one host port (protocol and number; the addresses are
+    not told apart, which keeps apart a few pods that could have met, never lets two meet
+    that cannot): each linked to the first that asks for it."""
     first: dict[str, str] = {}
-    root: dict[str, str] = {}
-
-    def find(k: str) -> str:
-        while root[k] != k:
-            root[k] = root[root[k]]
-            k = root[k]
-        return k
-
+    links = []
     for p in pods:
-        ports = p.host_ports
-        if not ports:
-            continue
-        root[p.key] = p.key
-        for protocol, _, number in sorted(ports):
+        for protocol, _, number in sorted(p.host_ports):
             other = first.setdefault(f"{protocol}/{number}", p.key)
-            a, b = find(other), find(p.key)
-            if a != b:
-                root[b] = a
-    return {k: find(k) for k in root}
+            if other != p.key:
+                links.append((other, p.key))
+    return links

@@ -82,6 +82,10 @@ ADMISSION_CONFIG_KIND = "AdmissionConfiguration"
 WEBHOOK_ADMISSION_KIND = "WebhookAdmissionConfiguration"
 MUTATING_ADMISSION_PLUGIN = "MutatingAdmissionWebhook"
 
+# Well-known node labels.
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+"""The node label the kubelet sets to the node's name: the per-node topology key."""
+
 # Other projects' group labels that fluence honours.
 LABEL_K8S_POD_GROUP = "scheduling.k8s.io/pod-group"
 LABEL_X_K8S_POD_GROUP = "scheduling.x-k8s.io/pod-group"

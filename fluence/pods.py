@@ -180,8 +180,50 @@ class NodeAffinity(msgspec.Struct, omit_defaults=True):
     )
 
 
+class LabelSelectorRequirement(msgspec.Struct, omit_defaults=True):
+    key: str = ""
+    operator: str = ""
+    values: list[str] = []
+
+
+class LabelSelector(msgspec.Struct, rename="camel", omit_defaults=True):
+    match_labels: dict[str, str] = {}
+    match_expressions: list[LabelSelectorRequirement] = []
+
+
+class PodAffinityTerm(msgspec.Struct, rename="camel", omit_defaults=True):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = []
+    namespace_selector: LabelSelector | None = None
+    topology_key: str = ""
+
+
+class PodAffinity(msgspec.Struct, omit_defaults=True):
+    """Required terms only: the preferred ones are scores, which the queue leaves to
+    kube-scheduler among the nodes it offers."""
+
+    required: list[PodAffinityTerm] = msgspec.field(
+        default_factory=list, name="requiredDuringSchedulingIgnoredDuringExecution"
+    )
+
+
 class Affinity(msgspec.Struct, rename="camel", omit_defaults=True):
     node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class TopologySpreadConstraint(msgspec.Struct, rename="camel", omit_defaults=True):
+    max_skew: int = 1
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str = ""
+    """``Honor`` when unsaid: only nodes the pod's node selector and affinity admit count."""
+    node_taints_policy: str = ""
+    """``Ignore`` when unsaid: tainted nodes count too."""
+    match_label_keys: list[str] = []
 
 
 class PodSecurityContext(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -199,6 +241,7 @@ class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     scheduling_group: SchedulingGroup | None = None
     scheduling_gates: list[SchedulingGate] = []
     affinity: Affinity | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
     priority: int | None = None
     """Resolved from priorityClassName at admission, so a pod cannot claim any other."""
     preemption_policy: str = ""
@@ -244,6 +287,19 @@ class Pod(msgspec.Struct, omit_defaults=True):
             for p in c.ports
             if p.host_port > 0
         )
+
+    @property
+    def affinity_terms(self) -> list[PodAffinityTerm]:
+        """Required pod affinity terms: the pod goes only where pods they select run."""
+        a = self.spec.affinity
+        return a.pod_affinity.required if a is not None and a.pod_affinity is not None else []
+
+    @property
+    def anti_affinity_terms(self) -> list[PodAffinityTerm]:
+        """Required pod anti-affinity terms: the pod never goes where pods they select run."""
+        a = self.spec.affinity
+        anti = a.pod_anti_affinity if a is not None else None
+        return anti.required if anti is not None else []
 
     def gated_by(self, gate: str) -> bool:
         return any(g.name == gate for g in self.spec.scheduling_gates)

@@ -33,19 +33,18 @@ import datetime
 import logging
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import astuple, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import astuple, dataclass
 from typing import Any, Protocol
 
 from fluence import groups, names, telemetry
-from fluence.host_ports import HostPort, PortsByNode, clashes
 from fluence.json_patch import PatchOp
 from fluence.pinning import release_ops
 from fluence.pods import Pod
 from fluence.reflectors import DELETED
 from fluence.scheduling.holdings import Holding
 from scheduler_extender.gang_timeouts import GangTimeouts
+from scheduler_extender.node_room import NodeRoom, PlacedOnNodes
 from scheduler_extender.qrmi_acquisition import AcquireFailed, Acquisitions
 from scheduler_extender.scheduling import BindOutcomeUnknown, ReleaseRefused, Scheduler
 
@@ -76,9 +75,9 @@ DEFAULT_INTERVAL = 1.0
 DEFAULT_BACKOFF = 10.0
 """Seconds a group evicted after its first gang timeout waits before it is placed again."""
 MAX_BACKOFF = 600.0
-POD_LIMIT_TRIES = 3
-"""Matches of one group per round, each leaving out the nodes the last filled past their
-pod limit."""
+MATCH_TRIES = 3
+"""Matches of one group per round, each leaving out the nodes where kube-scheduler would
+have refused a member of the last (:mod:`scheduler_extender.node_room`)."""
 DEFAULT_STATUS_INTERVAL = 30.0
 """Least seconds between two writes of a waiting group's Queued condition."""
 DEFAULT_TELL_AFTER = 2.0
@@ -145,37 +144,6 @@ def ours_alone(pod: Pod) -> bool:
     return [g.name for g in pod.spec.scheduling_gates] == [names.QUEUE_GATE]
 
 
-@dataclass
-class PodRoom:
-    """Each node's pod limit, the pods held on it and the host ports taken there, taken
-    once a round."""
-
-    limits: dict[str, int]
-    counts: Counter[str]
-    ports: PortsByNode = field(default_factory=PortsByNode)
-
-    @classmethod
-    def of(
-        cls,
-        limits: dict[str, int],
-        held: Iterable[Holding],
-        ports: Iterable[tuple[str, frozenset[HostPort]]] = (),
-    ) -> PodRoom:
-        taken = PortsByNode()
-        for node, used in ports:
-            taken.add(node, used)
-        return cls(limits, Counter(h.node for h in held if h.node), taken)
-
-    def full(self) -> set[str]:
-        return {n for n, limit in self.limits.items() if self.counts[n] >= limit}
-
-    def past(self, more: Counter[str]) -> set[str]:
-        """The nodes ``more`` pods would fill past their limit."""
-        return {
-            n for n, c in more.items() if n in self.limits and self.counts[n] + c > self.limits[n]
-        }
-
-
 class GatedQueue:
     """Forms groups from gated pods, places them, and releases the placed ones."""
 
@@ -218,9 +186,9 @@ class GatedQueue:
         """Group key -> when a reason was last written on its pods."""
         self._pinned: dict[str, Pod] = {}
         """Released pods of ours not bound yet, by key."""
-        self._port_users: dict[str, tuple[str, frozenset[HostPort]]] = {}
-        """Pods of any scheduler that take host ports on a node (bound, or released and
-        pinned there) -> (node, ports)."""
+        self._placed = PlacedOnNodes()
+        """Pods of any scheduler bound to a node or released pinned there: their host ports
+        and what pod affinity counts."""
         self._pinned_since: dict[str, float] = {}
         """Group key -> when this queue first saw a member pinned and unbound."""
         self.timeouts = GangTimeouts(backoff, MAX_BACKOFF, clock=clock)
@@ -259,12 +227,9 @@ class GatedQueue:
                 self._pinned[key] = pod
             else:
                 self._pinned.pop(key, None)
-            ports = pod.host_ports if kind != DELETED and not pod.terminal else frozenset()
             node = pod.spec.node_name or (_pinned_node(pod) if mine and _pinned(pod) else "")
-            if ports and node:
-                self._port_users[key] = (node, ports)
-            else:
-                self._port_users.pop(key, None)
+            gone = kind == DELETED or pod.terminal
+            self._placed.put(key, "" if gone else node, pod)
         if kind == DELETED or pod.terminal:
             if self._freed_at is None:
                 self._freed_at = self.clock()
@@ -305,11 +270,10 @@ class GatedQueue:
         )
         releases: list[Release] = []
         now = self.clock()
+        graph = self.scheduler.graph
+        limits, held = graph.pod_limits(), self.ledger.holdings().values()
         with self._lock:
-            port_users = list(self._port_users.values())
-        room = PodRoom.of(
-            self.scheduler.graph.pod_limits(), self.ledger.holdings().values(), port_users
-        )
+            room = self._placed.room(limits, held, graph.nodes)
         for ref, members in order:
             gated_keys = tuple(m.key for m in members if m.gated_by(names.QUEUE_GATE))
             count, until = astuple(self.timeouts.get(ref.key))
@@ -328,7 +292,7 @@ class GatedQueue:
         return releases
 
     def _place(
-        self, ref: groups.GroupRef, members: list[Pod], room: PodRoom, out: list[Release]
+        self, ref: groups.GroupRef, members: list[Pod], room: NodeRoom, out: list[Release]
     ) -> str:
         """Place one group and add its releases to ``out``; why it waits ("" if it does not)."""
         ledger = self.ledger
@@ -342,7 +306,7 @@ class GatedQueue:
             return f"waiting for {missing} more pod(s) of group {ref.key}"
         to_place = [m for m in ready if not m.bound and ledger.get(m.key) is None]
         if to_place:
-            why = self._place_within_pod_limits(ref, members, to_place, room)
+            why = self._place_where_kube_scheduler_agrees(ref, members, to_place, room)
             if why:
                 return why
         due = [
@@ -383,45 +347,41 @@ class GatedQueue:
             return []
         return self.acquisitions.acquire_all(group, resources, members)
 
-    def _place_within_pod_limits(
-        self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod], room: PodRoom
+    def _place_where_kube_scheduler_agrees(
+        self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod], room: NodeRoom
     ) -> str:
-        """Match the group on nodes whose pod limit (allocatable ``pods``) leaves it room
-        and where the host ports its pods take are free.
+        """Match the group on nodes kube-scheduler would take its pods on.
 
-        The graph holds neither pod counts nor ports, and kube-scheduler refuses a pod on a
-        node at its limit or where a port it takes is taken: a node the match would fill
-        past its limit, or where members that take clashing ports would meet, is left out
-        and the match made again. (Members asking for the same ports are matched on
-        distinct nodes in the first place.)
+        The graph holds neither pod counts, ports nor the pods affinity counts, and
+        kube-scheduler refuses a pinned pod on a node at its limit, where a port it takes
+        is taken, or that pod affinity rules out (:mod:`scheduler_extender.node_room`):
+        such nodes are left out, and a node the match would fill past its limit, or where
+        members meet that may not, is left out and the match made again. (Members asking
+        for the same ports, or kept apart per node, are matched on distinct nodes in the
+        first place.)
         """
         by_key = {m.key: m for m in to_place}
-        wanted = {p for m in to_place for p in m.host_ports}
-        full = room.full() | room.ports.refusing(wanted)
-        for _ in range(POD_LIMIT_TRIES):
-            res = self.scheduler.place_group(ref, members, to_place, full)
+        left_out = room.refusing(to_place)
+        for _ in range(MATCH_TRIES):
+            res = self.scheduler.place_group(ref, members, to_place, left_out)
             if res.status != "allocated":
                 why = res.message or res.status
-                if full:
+                if left_out:
                     why += (
-                        f" (not counting {len(full)} node(s) at their pod limit or where its "
-                        "host ports are taken)"
+                        f" (not counting {len(left_out)} node(s) at their pod limit, where its "
+                        "host ports are taken, or that pod affinity or its spread rules out)"
                     )
                 return why
-            mine = Counter(h.node for h in res.holdings.values() if h.node)
-            over = room.past(mine) | _meeting(res.holdings.values(), by_key)
-            if not over:
-                room.counts.update(mine)
-                for key, h in res.holdings.items():
-                    if key in by_key:
-                        room.ports.add(h.node, by_key[key].host_ports)
+            clash = room.clashing(res.holdings, by_key)
+            if not clash:
+                room.take(res.holdings, by_key)
                 return ""
             for key in res.holdings:
-                self.ledger.release(key, "matched onto nodes past their pod limit or ports")
-            full |= over
+                self.ledger.release(key, "matched onto nodes that would refuse its pods")
+            left_out |= clash
         return (
-            f"no placement within the nodes' pod limits and free host ports after "
-            f"{POD_LIMIT_TRIES} tries"
+            f"no placement within the nodes' pod limits, free host ports, pod affinity and "
+            f"topology spread after {MATCH_TRIES} tries"
         )
 
     def tell(self) -> int:
@@ -629,21 +589,6 @@ def released_condition(node: str) -> dict[str, Any]:
         "reason": "Released",
         "message": f"placed by fluence's queue and released{where}",
     }
-
-
-def _meeting(held: Iterable[Holding], pods: dict[str, Pod]) -> set[str]:
-    """Nodes where two of the just-matched ``held`` pods take clashing host ports."""
-    on: dict[str, list[frozenset[HostPort]]] = {}
-    out: set[str] = set()
-    for h in held:
-        pod = pods.get(h.pod)
-        ports = pod.host_ports if pod is not None else frozenset()
-        if not ports or not h.node:
-            continue
-        if any(clashes(ports, other) for other in on.get(h.node, ())):
-            out.add(h.node)
-        on.setdefault(h.node, []).append(ports)
-    return out
 
 
 def _pinned(pod: Pod) -> bool:

@@ -1064,3 +1064,67 @@ def test_members_taking_one_host_port_are_released_where_kube_scheduler_takes_th
     assert_released_to(suite.get("third"), bound[gang[0]])
     events = suite.core.list_namespaced_event(suite.ns).items
     assert not [e.message for e in events if e.reason == "FailedScheduling"]
+
+
+def test_pod_affinity_is_kept_where_the_queue_releases_pods(suite: Suite) -> None:
+    """Required pod (anti-)affinity, as kube-scheduler's InterPodAffinity filter checks it:
+    gang members that keep off each other's node go to distinct nodes (packed, the second
+    would be refused); a pod drawn to a running pod goes to its node, one kept off it
+    elsewhere. kube-scheduler refuses none of them."""
+    nodes = suite.add_nodes(3, cpu="4")
+
+    def term(**match: str) -> dict[str, Any]:
+        selector = {"labelSelector": {"matchLabels": match}}
+        return {**selector, "topologyKey": names.LABEL_HOSTNAME}
+
+    def rule(kind: str, **match: str) -> dict[str, Any]:
+        required = {"requiredDuringSchedulingIgnoredDuringExecution": [term(**match)]}
+        return {"affinity": {kind: required}}
+
+    ranks = [f"rank-{i}" for i in range(3)]
+    lab = {names.LABEL_GROUP: "ranks", "app": "mpi"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "3"}
+    for p in ranks:
+        gated_pod(suite, p, labels=lab, annotations=ann, spec=rule("podAntiAffinity", app="mpi"))
+    bound = suite.wait_bound(*ranks, timeout=60)
+    assert sorted(bound.values()) == sorted(nodes), bound
+
+    gated_pod(suite, "db", labels={"app": "db"})
+    db_node = suite.wait_bound("db", timeout=60)["db"]
+    gated_pod(suite, "near", spec=rule("podAffinity", app="db"))
+    gated_pod(suite, "away", spec=rule("podAntiAffinity", app="db"))
+    placed = suite.wait_bound("near", "away", timeout=60)
+    assert placed["near"] == db_node and placed["away"] != db_node, (db_node, placed)
+    for p, node in {**bound, **placed}.items():
+        assert_released_to(suite.get(p), node)
+    events = suite.core.list_namespaced_event(suite.ns).items
+    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+
+
+def test_pods_spread_per_node_are_released_evenly(suite: Suite) -> None:
+    """Two web pods run on the first node; four more, spread per node with maxSkew 1
+    (DoNotSchedule), are released two to each of the other nodes, which kube-scheduler's
+    own PodTopologySpread would have done, and it refuses none of them."""
+    nodes = suite.add_nodes(3, cpu="4")
+    web = {"app": "web"}
+    for i in range(2):
+        pin = {"nodeSelector": {SUITE_LABEL: suite.id, names.LABEL_HOSTNAME: nodes[0]}}
+        gated_pod(suite, f"first-{i}", labels=web, spec=pin)
+    assert set(suite.wait_bound("first-0", "first-1", timeout=60).values()) == {nodes[0]}
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": names.LABEL_HOSTNAME,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": web},
+            }
+        ]
+    }
+    spread_pods = [f"web-{i}" for i in range(4)]
+    for p in spread_pods:
+        gated_pod(suite, p, labels=web, spec=spread)
+    placed = suite.wait_bound(*spread_pods, timeout=60)
+    assert sorted(Counter(placed.values()).items()) == [(nodes[1], 2), (nodes[2], 2)], placed
+    events = suite.core.list_namespaced_event(suite.ns).items
+    assert not [e.message for e in events if e.reason == "FailedScheduling"]

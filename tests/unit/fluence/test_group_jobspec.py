@@ -131,15 +131,41 @@ def test_members_taking_the_same_host_ports_are_matched_on_distinct_nodes() -> N
     pods = [pod("a", 8080), pod("b", None), pod("c", 8080), pod("d", 9090)]
     specs = group_jobspecs("default/g", pods, [])  # type: ignore[arg-type]
     spread = [cs for cs in specs.compute if cs.pods]
-    assert [(cs.count, cs.pods) for cs in spread] == [
-        (2, ("default/a", "default/c")),
-        (1, ("default/d",)),
-    ]
+    # d takes a port no other member asks for: it may go anywhere, as b.
+    assert [(cs.count, cs.pods) for cs in spread] == [(2, ("default/a", "default/c"))]
     for cs in spread:
         (node,) = cs.jobspec["resources"]
         assert node["type"] == "node" and node["count"] == cs.count
         assert node["with"][0]["type"] == "slot" and node["with"][0]["count"] == 1
     (plain,) = [cs for cs in specs.compute if not cs.pods]
-    assert plain.count == 1 and plain.jobspec["resources"][0]["type"] == "slot"
+    assert plain.count == 2 and plain.jobspec["resources"][0]["type"] == "slot"
     # Named specs come before the plain one of their shape, which takes the rest in order.
     assert specs.compute[-1] is plain
+
+
+def test_members_one_keeps_off_the_others_node_are_matched_on_distinct_nodes() -> None:
+    """Required anti-affinity per node (kubernetes.io/hostname) that picks other members
+    links them as a shared host port does; on another topology key it does not."""
+
+    def pod(name: str, labels: dict[str, str], key: str = "") -> object:
+        doc = make_pod(name, cpu="1", raw=True, labels=labels)
+        if key:
+            term = {"labelSelector": {"matchLabels": {"app": "mpi"}}, "topologyKey": key}
+            doc["spec"]["affinity"] = {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            }
+        return decode_pod(json.dumps(doc))
+
+    host = "kubernetes.io/hostname"
+    pods = [
+        pod("r0", {"app": "mpi"}, host),
+        pod("r1", {"app": "mpi"}),
+        pod("r2", {"app": "mpi"}, host),
+        pod("x", {"app": "other"}),
+        pod("z", {"app": "mpi"}, "topology.kubernetes.io/zone"),
+    ]
+    specs = group_jobspecs("default/g", pods, [])  # type: ignore[arg-type]
+    spread = [(cs.count, cs.pods) for cs in specs.compute if cs.pods]
+    assert spread == [(4, ("default/r0", "default/r1", "default/r2", "default/z"))]
+    (plain,) = [cs for cs in specs.compute if not cs.pods]
+    assert plain.count == 1

@@ -610,3 +610,111 @@ def test_a_pod_waiting_here_but_bound_by_another_extender_leaves_the_queue() -> 
     doc["spec"]["nodeName"] = "n0"
     ledger.observe(api.put(doc))
     assert ledger.waiting() == []
+
+
+def affinity(kind: str, key: str = "kubernetes.io/hostname", **match: str) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": match}, "topologyKey": key}
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def test_gang_members_one_keeps_off_the_others_node_are_released_to_distinct_nodes() -> None:
+    api, queue, ledger = cluster(nodes=3)
+    for i in range(3):
+        doc = gated(f"r{i}", cpu="1", labels={**GANG, "app": "mpi"}, size=3)
+        doc["spec"]["affinity"] = affinity("podAntiAffinity", app="mpi")
+        api.put(doc)
+    assert len(round_trip(queue)) == 3
+    assert {bind(api, ledger, f"default/r{i}") for i in range(3)} == {"n0", "n1", "n2"}
+
+
+def test_pod_affinity_with_running_pods_decides_where_a_pod_is_released() -> None:
+    api, queue, ledger = cluster(nodes=3)
+    api.put(gated("db", cpu="1", created=1, labels={"app": "db"}))
+    (db,) = round_trip(queue)
+    db_node = bind(api, ledger, db)
+    away = gated("away", cpu="1", created=2)
+    away["spec"]["affinity"] = affinity("podAntiAffinity", app="db")
+    near = gated("near", cpu="1", created=3)
+    near["spec"]["affinity"] = affinity("podAffinity", app="db")
+    api.put(away)
+    api.put(near)
+    assert sorted(round_trip(queue)) == ["default/away", "default/near"]
+    assert bind(api, ledger, "default/away") != db_node
+    assert bind(api, ledger, "default/near") == db_node
+
+
+def test_a_running_pods_anti_affinity_keeps_the_pods_it_picks_off_its_node() -> None:
+    api, queue, ledger = cluster(nodes=2)
+    loner = gated("loner", cpu="1", created=1)
+    loner["spec"]["affinity"] = affinity("podAntiAffinity", app="web")
+    api.put(loner)
+    (key,) = round_trip(queue)
+    node = bind(api, ledger, key)
+    for i in range(3):
+        api.put(gated(f"web{i}", cpu="1", created=2 + i, labels={"app": "web"}))
+    assert len(round_trip(queue)) == 3
+    assert {bind(api, ledger, f"default/web{i}") for i in range(3)} == {"n0", "n1"} - {node}
+
+
+def test_a_pod_whose_affinity_finds_no_pod_waits_with_the_reason() -> None:
+    api, queue, _ = cluster(nodes=2)
+    lonely = gated("lonely", cpu="1")
+    lonely["spec"]["affinity"] = affinity("podAffinity", app="db")
+    api.put(lonely)
+    assert round_trip(queue) == []
+    (w,) = queue.waiting
+    assert "pod affinity" in w.reason, w.reason
+
+
+def spread_over(key: str = "kubernetes.io/hostname", **more: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            **more,
+        }
+    ]
+
+
+def test_a_pod_spread_per_node_is_released_where_its_kind_is_fewest() -> None:
+    """n0 runs two web pods and has the most room; n1 and n2 are busier with other pods.
+    A web pod spread per node (maxSkew 1) goes to n1 or n2."""
+    api, queue, ledger = cluster(nodes=3)
+    for i, (node, cpu, app) in enumerate(
+        (("n0", "1", "web"), ("n0", "1", "web"), ("n1", "3", "db"), ("n2", "3", "db"))
+    ):
+        doc = gated(f"p{i}", cpu=cpu, created=i, labels={"app": app})
+        doc["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        api.put(doc)
+        (key,) = round_trip(queue)
+        assert bind(api, ledger, key) == node
+    # Fluxion alone sends a one-cpu pod to each node in turn, n0 included.
+    for i in range(6):
+        doc = gated(f"spread{i}", cpu="1", created=10 + i, labels={"app": "web"})
+        doc["spec"]["topologySpreadConstraints"] = spread_over()
+        api.put(doc)
+        (key,) = round_trip(queue)
+        assert bind(api, ledger, key) in ("n1", "n2")
+        finish(api, ledger, key)
+
+
+def test_gang_members_spread_per_node_are_released_to_distinct_nodes() -> None:
+    api, queue, ledger = cluster(nodes=3)
+    for i in range(3):
+        doc = gated(f"m{i}", cpu="1", labels={**GANG, "app": "web"}, size=3)
+        doc["spec"]["topologySpreadConstraints"] = spread_over()
+        api.put(doc)
+    assert len(round_trip(queue)) == 3
+    assert {bind(api, ledger, f"default/m{i}") for i in range(3)} == {"n0", "n1", "n2"}
+
+
+def test_a_spread_that_needs_a_domain_missing_keeps_the_pod_waiting() -> None:
+    api, queue, _ = cluster(nodes=2)
+    doc = gated("w", cpu="1", labels={"app": "web"})
+    doc["spec"]["topologySpreadConstraints"] = spread_over("topology.kubernetes.io/zone")
+    api.put(doc)
+    assert round_trip(queue) == []
+    (w,) = queue.waiting
+    assert "spread" in w.reason, w.reason

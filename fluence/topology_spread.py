@@ -1,0 +1,205 @@
+"""Topology spread: the ``DoNotSchedule`` constraints, as kube-scheduler's PodTopologySpread
+filter reads them.
+
+A constraint counts the pods of the pod's namespace its selector picks in each domain
+(the nodes sharing the ``topologyKey`` label value) among the nodes that count: those
+carrying every constraint's key, admitted by the pod's node selector and required
+affinity (``nodeAffinityPolicy: Honor``, the default) and, with ``nodeTaintsPolicy:
+Honor``, whose taints it tolerates. A node may take the pod while its domain's count,
+plus one if the selector picks the pod itself, exceeds the least count over the domains
+by at most ``maxSkew`` (the least is 0 while there are fewer domains than
+``minDomains``).
+
+A pod the queue pins to a node passes kube-scheduler's check on almost any count (its
+node affinity then admits one node, so one domain counts): the spread the user asked
+for holds only if the queue keeps to it, which it does here with the pod as it was
+before its release.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+import msgspec
+
+from fluence import names
+from fluence.node_rules import unselected, untolerated
+from fluence.pod_affinity import selects
+from fluence.pods import (
+    LabelSelector,
+    LabelSelectorRequirement,
+    Node,
+    Pod,
+    TopologySpreadConstraint,
+)
+
+HARD = "DoNotSchedule"
+
+
+def hard_constraints(pod: Pod) -> list[TopologySpreadConstraint]:
+    return [c for c in pod.spec.topology_spread_constraints if c.when_unsatisfiable == HARD]
+
+
+def _selector(c: TopologySpreadConstraint, pod: Pod) -> LabelSelector | None:
+    """The constraint's selector, with the pod's own values of ``matchLabelKeys`` added."""
+    sel = c.label_selector
+    extra = [
+        LabelSelectorRequirement(k, "In", [pod.metadata.labels[k]])
+        for k in c.match_label_keys
+        if k in pod.metadata.labels
+    ]
+    if not extra:
+        return sel
+    base = sel if sel is not None else LabelSelector()
+    return LabelSelector(base.match_labels, [*base.match_expressions, *extra])
+
+
+class Spread:
+    """One pod's hard spread constraints over the cluster as placed now; pods added as a
+    group's members would be bound, one at a time."""
+
+    def __init__(
+        self,
+        pod: Pod,
+        nodes: Mapping[str, Node],
+        placed: Iterable[tuple[str, Pod]],
+    ) -> None:
+        self.pod = pod
+        self.rules = [(c, _selector(c, pod)) for c in hard_constraints(pod)]
+        keys = [c.topology_key for c, _ in self.rules]
+        self.domain: list[dict[str, str]] = []
+        """Per constraint: node -> its domain, for the nodes that count."""
+        for c, _ in self.rules:
+            counted = {}
+            for name, node in nodes.items():
+                labels = node.metadata.labels
+                if any(k not in labels for k in keys) or not _included(c, node, pod):
+                    continue
+                counted[name] = labels[c.topology_key]
+            self.domain.append(counted)
+        self.labels = {name: node.metadata.labels for name, node in nodes.items()}
+        self.counts: list[Counter[str]] = [
+            Counter(dict.fromkeys(d.values(), 0)) for d in self.domain
+        ]
+        ns = pod.metadata.namespace
+        for where, other in placed:
+            # As kube-scheduler: pods being deleted no longer count.
+            if other.metadata.namespace == ns and not other.metadata.deletion_timestamp:
+                self.add(other, where)
+
+    def add(self, pod: Pod, node: str) -> None:
+        """``pod`` is on ``node`` now: count it where its labels are picked."""
+        for (_, sel), domain, counts in zip(self.rules, self.domain, self.counts, strict=True):
+            if node in domain and selects(sel, pod.metadata.labels):
+                counts[domain[node]] += 1
+
+    def admits(self, pod: Pod, node: str) -> bool:
+        """May ``pod`` (one with these constraints) go to ``node`` now?"""
+        for (c, sel), counts in zip(self.rules, self.counts, strict=True):
+            value = self.labels.get(node, {}).get(c.topology_key)
+            if value is None:
+                return False
+            least = min(counts.values(), default=0)
+            if c.min_domains is not None and len(counts) < c.min_domains:
+                least = 0
+            mine = 1 if selects(sel, pod.metadata.labels) else 0
+            if counts.get(value, 0) + mine - least > c.max_skew:
+                return False
+        return True
+
+    def refusing(self, nodes: Iterable[str]) -> set[str]:
+        """The nodes of ``nodes`` the pod may not go to now."""
+        return {n for n in nodes if not self.admits(self.pod, n)}
+
+
+def _included(c: TopologySpreadConstraint, node: Node, pod: Pod) -> bool:
+    if (c.node_affinity_policy or "Honor") == "Honor" and unselected(node, pod):
+        return False
+    return not ((c.node_taints_policy or "Ignore") == "Honor" and untolerated(node, pod))
+
+
+def refusing(
+    pods: Sequence[Pod], nodes: Mapping[str, Node], placed: Iterable[tuple[str, Pod]]
+) -> set[str]:
+    """Nodes where kube-scheduler's spread rule, read before the pin, keeps out one of
+    ``pods`` with the pods placed now."""
+    out: set[str] = set()
+    on = list(placed)
+    seen: set[bytes] = set()
+    for p in pods:
+        sig = _signature(p)
+        if hard_constraints(p) and sig not in seen:
+            seen.add(sig)
+            out |= Spread(p, nodes, on).refusing(nodes)
+    return out
+
+
+def _signature(pod: Pod) -> bytes:
+    """What a pod's spread depends on: members alike share one view."""
+    spec = pod.spec
+    return msgspec.json.encode(
+        (
+            pod.metadata.namespace,
+            pod.metadata.labels,
+            spec.topology_spread_constraints,
+            spec.node_selector,
+            spec.affinity.node_affinity if spec.affinity else None,
+            spec.tolerations,
+        )
+    )
+
+
+def unspread(
+    matched: Sequence[tuple[Pod, str]],
+    nodes: Mapping[str, Node],
+    placed: Iterable[tuple[str, Pod]],
+) -> set[str]:
+    """Nodes of members a match put where their spread would not take them, however
+    kube-scheduler orders the group's binds (each one it refuses is retried after the
+    next bind, as it does): left out of the next match."""
+    spreading = [(p, n) for p, n in matched if hard_constraints(p)]
+    if not spreading:
+        return set()
+    on = list(placed)
+    shared: dict[bytes, Spread] = {}
+    views: dict[str, Spread] = {}
+    for p, _ in spreading:
+        sig = _signature(p)
+        if sig not in shared:
+            shared[sig] = Spread(p, nodes, on)
+        views[p.key] = shared[sig]
+    waiting = list(matched)
+    progress = True
+    while waiting and progress:
+        progress = False
+        for p, node in list(waiting):
+            view = views.get(p.key)
+            if view is not None and not view.admits(p, node):
+                continue
+            waiting.remove((p, node))
+            for v in shared.values():
+                if p.metadata.namespace == v.pod.metadata.namespace:
+                    v.add(p, node)
+            progress = True
+    return {n for _, n in waiting}
+
+
+def spread_per_node(pods: Sequence[Pod]) -> list[tuple[str, str]]:
+    """Pairs of ``pods`` one's per-node spread with ``maxSkew`` 1 counts the other in: they
+    are matched on distinct nodes (the layout it asks for while there are nodes enough;
+    with more such members than nodes the group waits)."""
+    pairs = []
+    for a in pods:
+        for c in hard_constraints(a):
+            if c.topology_key != names.LABEL_HOSTNAME or c.max_skew != 1:
+                continue
+            sel = _selector(c, a)
+            pairs += [
+                (a.key, b.key)
+                for b in pods
+                if b.key != a.key
+                and b.metadata.namespace == a.metadata.namespace
+                and selects(sel, b.metadata.labels)
+            ]
+    return pairs

@@ -1,0 +1,142 @@
+"""What kube-scheduler checks on a node that the graph does not hold: pod counts, host
+ports, inter-pod affinity and topology spread.
+
+The queue pins each released pod to the node Fluxion chose, and kube-scheduler then
+refuses it there if the node is at its allocatable pod count, if a port the pod takes is
+taken, or if pod (anti-)affinity rules the node out; a pinned pod's spread constraints
+hold only if the queue keeps to them (:mod:`fluence.topology_spread`).
+:class:`PlacedOnNodes` follows the pods of every scheduler that are bound or released
+pinned to a node; once a round the queue takes a :class:`NodeRoom` from it, leaves out of
+each group's match the nodes that would refuse a member, and checks the match it gets
+(members that met where they may not)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fluence.host_ports import HostPort, PortsByNode, clashes
+from fluence.pod_affinity import NodeLabels, PlacedPods, crowded
+from fluence.pods import Node, Pod
+from fluence.scheduling.holdings import Holding
+from fluence.topology_spread import hard_constraints, unspread
+from fluence.topology_spread import refusing as spread_refusing
+
+
+class PlacedOnNodes:
+    """Pods of any scheduler bound to a node or released pinned to one (not ended): the
+    host ports they take and the pods pod affinity counts. Callers serialise access."""
+
+    def __init__(self) -> None:
+        self._ports: dict[str, tuple[str, frozenset[HostPort]]] = {}
+        self.affinity = PlacedPods()
+
+    def put(self, key: str, node: str, pod: Pod | None) -> None:
+        """``pod`` is on ``node`` now (no pod or no node: it is gone, or not placed yet)."""
+        ports = pod.host_ports if pod is not None and node else frozenset()
+        if ports:
+            self._ports[key] = (node, ports)
+        else:
+            self._ports.pop(key, None)
+        self.affinity.put(key, node, pod)
+
+    def room(
+        self,
+        limits: dict[str, int],
+        held: Iterable[Holding],
+        nodes: Callable[[], Mapping[str, Node]],
+    ) -> NodeRoom:
+        """What one round works from: a copy, which the round's own placements add to."""
+        taken = PortsByNode()
+        for node, used in self._ports.values():
+            taken.add(node, used)
+        placed = PlacedPods()
+        placed.on = dict(self.affinity.on)
+        placed.repelling = dict(self.affinity.repelling)
+        return NodeRoom(limits, Counter(h.node for h in held if h.node), taken, placed, nodes)
+
+
+@dataclass
+class NodeRoom:
+    """Each node's pod limit and the pods held on it, the host ports taken and the pods
+    placed there, as one round sees them."""
+
+    limits: dict[str, int]
+    counts: Counter[str]
+    ports: PortsByNode = field(default_factory=PortsByNode)
+    placed: PlacedPods = field(default_factory=PlacedPods)
+    read_nodes: Callable[[], Mapping[str, Node]] = dict
+    _nodes: Mapping[str, Node] | None = None
+    _labels: NodeLabels | None = None
+
+    def nodes(self) -> Mapping[str, Node]:
+        """The nodes, read once a round and only when affinity or spread is in play."""
+        if self._nodes is None:
+            self._nodes = self.read_nodes()
+        return self._nodes
+
+    def labels(self) -> NodeLabels:
+        if self._labels is None:
+            self._labels = {n: node.metadata.labels for n, node in self.nodes().items()}
+        return self._labels
+
+    def full(self) -> set[str]:
+        return {n for n, limit in self.limits.items() if self.counts[n] >= limit}
+
+    def past(self, more: Counter[str]) -> set[str]:
+        """The nodes ``more`` pods would fill past their limit."""
+        return {
+            n for n, c in more.items() if n in self.limits and self.counts[n] + c > self.limits[n]
+        }
+
+    def refusing(self, pods: Sequence[Pod]) -> set[str]:
+        """Nodes that would refuse one of ``pods``: at their pod limit, one of its ports
+        taken, ruled out by pod affinity with the pods placed, or by its spread."""
+        out = self.full() | self.ports.refusing({p for m in pods for p in m.host_ports})
+        if self.placed.repelling or any(_has_affinity(p) for p in pods):
+            out |= self.placed.refusing(pods, self.labels())
+        if any(hard_constraints(p) for p in pods):
+            out |= spread_refusing(pods, self.nodes(), self.placed.on.values())
+        return out
+
+    def clashing(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> set[str]:
+        """Nodes a match just made filled past their limit, or put members on that take
+        one port, that pod affinity keeps apart (or together), or that their spread would
+        not take: left out of the next."""
+        mine = Counter(h.node for h in placed.values() if h.node)
+        out = self.past(mine) | _meeting(placed.values(), pods)
+        matched = [(pods[k], h.node) for k, h in placed.items() if k in pods and h.node]
+        if any(_has_affinity(p) for p, _ in matched):
+            out |= crowded(matched, self.labels())
+        if any(hard_constraints(p) for p, _ in matched):
+            out |= unspread(matched, self.nodes(), self.placed.on.values())
+        return out
+
+    def take(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> None:
+        """A match is kept: the round's next groups see its pods, ports and labels."""
+        self.counts.update(h.node for h in placed.values() if h.node)
+        for key, h in placed.items():
+            pod = pods.get(key)
+            if pod is not None and h.node:
+                self.ports.add(h.node, pod.host_ports)
+                self.placed.put(key, h.node, pod)
+
+
+def _has_affinity(pod: Pod) -> bool:
+    return bool(pod.affinity_terms or pod.anti_affinity_terms)
+
+
+def _meeting(held: Iterable[Holding], pods: Mapping[str, Pod]) -> set[str]:
+    """Nodes where two of the just-matched ``held`` pods take clashing host ports."""
+    on: dict[str, list[frozenset[HostPort]]] = {}
+    out: set[str] = set()
+    for h in held:
+        pod = pods.get(h.pod)
+        ports = pod.host_ports if pod is not None else frozenset()
+        if not ports or not h.node:
+            continue
+        if any(clashes(ports, other) for other in on.get(h.node, ())):
+            out.add(h.node)
+        on.setdefault(h.node, []).append(ports)
+    return out

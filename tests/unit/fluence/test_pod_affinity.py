@@ -1,0 +1,159 @@
+"""Inter-pod affinity as kube-scheduler's InterPodAffinity filter reads the required terms."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from fluence.pod_affinity import PlacedPods, crowded, repelling, selects, term_selects
+from fluence.pods import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm, decode_pod
+from tests.unit.fluence.test_pods import make_pod
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+# n1, n2 in zone a; n3 in zone b; n4 has no zone label.
+LABELS = {
+    "n1": {HOST: "n1", ZONE: "a"},
+    "n2": {HOST: "n2", ZONE: "a"},
+    "n3": {HOST: "n3", ZONE: "b"},
+    "n4": {HOST: "n4"},
+}
+
+
+def term(key: str, ns: list[str] | None = None, all_ns: bool = False, **match: str) -> Any:
+    t: dict[str, Any] = {"labelSelector": {"matchLabels": match}, "topologyKey": key}
+    if ns is not None:
+        t["namespaces"] = ns
+    if all_ns:
+        t["namespaceSelector"] = {}
+    return t
+
+
+def pod(
+    name: str,
+    ns: str = "default",
+    *,
+    anti: list[Any] | None = None,
+    near: list[Any] | None = None,
+    **labels: str,
+) -> Pod:
+    doc = make_pod(name, ns=ns, raw=True, labels=labels)
+    affinity: dict[str, Any] = {}
+    if anti:
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": anti}
+    if near:
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": near}
+    if affinity:
+        doc["spec"]["affinity"] = affinity
+    return decode_pod(json.dumps(doc))
+
+
+def placed(*on: tuple[str, Pod]) -> PlacedPods:
+    out = PlacedPods()
+    for node, p in on:
+        out.put(p.key, node, p)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("op", "values", "labels", "picked"),
+    [
+        ("In", ["x", "y"], {"k": "y"}, True),
+        ("In", ["x"], {"k": "y"}, False),
+        ("In", ["x"], {}, False),
+        ("NotIn", ["x"], {"k": "y"}, True),
+        ("NotIn", ["x"], {}, True),
+        ("NotIn", ["x"], {"k": "x"}, False),
+        ("Exists", [], {"k": ""}, True),
+        ("Exists", [], {}, False),
+        ("DoesNotExist", [], {}, True),
+        ("DoesNotExist", [], {"k": "1"}, False),
+        ("Gt", ["1"], {"k": "2"}, False),
+    ],
+)
+def test_label_selector_operators(
+    op: str, values: list[str], labels: dict[str, str], picked: bool
+) -> None:
+    sel = LabelSelector(match_expressions=[LabelSelectorRequirement("k", op, values)])
+    assert selects(sel, labels) is picked
+
+
+def test_no_selector_picks_nothing_and_an_empty_one_everything() -> None:
+    assert not selects(None, {"a": "b"})
+    assert selects(LabelSelector(), {"a": "b"})
+    assert not selects(LabelSelector(match_labels={"a": "c"}), {"a": "b"})
+
+
+def test_a_term_looks_in_its_pods_namespace_unless_it_names_others() -> None:
+    owner, same, other = pod("o", app="x"), pod("s", app="x"), pod("t", "team", app="x")
+    t = PodAffinityTerm(LabelSelector(match_labels={"app": "x"}), topology_key=HOST)
+    assert term_selects(owner, t, same) and not term_selects(owner, t, other)
+    named = PodAffinityTerm(t.label_selector, namespaces=["team"], topology_key=HOST)
+    assert term_selects(owner, named, other) and not term_selects(owner, named, same)
+    everywhere = PodAffinityTerm(t.label_selector, namespace_selector=LabelSelector())
+    assert term_selects(owner, everywhere, other) and term_selects(owner, everywhere, same)
+
+
+def test_anti_affinity_shuts_out_the_domain_of_the_pods_it_picks() -> None:
+    db = pod("db", app="db")
+    on_host = pod("w", anti=[term(HOST, app="db")])
+    in_zone = pod("z", anti=[term(ZONE, app="db")])
+    there = placed(("n1", db), ("n3", pod("web", app="web")))
+    assert there.refusing([on_host], LABELS) == {"n1"}
+    # A node without the zone label is in no zone: nothing there to keep off.
+    assert there.refusing([in_zone], LABELS) == {"n1", "n2"}
+    # Pods of another namespace are not picked unless the term names it.
+    elsewhere = placed(("n1", pod("db", "team", app="db")))
+    assert elsewhere.refusing([on_host], LABELS) == set()
+    assert elsewhere.refusing([pod("w", anti=[term(HOST, ["team"], app="db")])], LABELS) == {"n1"}
+
+
+def test_a_placed_pods_anti_affinity_keeps_the_pods_it_picks_away() -> None:
+    loner = pod("loner", anti=[term(ZONE, app="web")])
+    there = placed(("n3", loner))
+    assert there.refusing([pod("w", app="web")], LABELS) == {"n3"}
+    assert there.refusing([pod("d", app="db")], LABELS) == set()
+    there.put(loner.key, "", None)  # it ended
+    assert there.refusing([pod("w", app="web")], LABELS) == set()
+
+
+def test_affinity_takes_only_the_domains_where_the_pods_it_picks_run() -> None:
+    near_db = pod("w", near=[term(ZONE, app="db")])
+    there = placed(("n2", pod("db", app="db")))
+    assert there.refusing([near_db], LABELS) == {"n3", "n4"}
+    # No such pod anywhere: nowhere, unless the pod is the first of its own kind.
+    assert placed().refusing([near_db], LABELS) == set(LABELS)
+    first = pod("db0", app="db", near=[term(ZONE, app="db")])
+    assert placed().refusing([first], LABELS) == {"n4"}  # the zone label is still needed
+
+
+def test_affinity_counts_the_pods_every_term_picks() -> None:
+    both = pod("w", near=[term(ZONE, app="db"), term(HOST, tier="cache")])
+    there = placed(("n1", pod("db", app="db")), ("n2", pod("c", tier="cache")))
+    assert there.refusing([both], LABELS) == set(LABELS)
+    there.put("default/dbc", "n2", pod("dbc", app="db", tier="cache"))
+    assert there.refusing([both], LABELS) == {"n1", "n3", "n4"}
+
+
+def test_members_per_node_apart_are_paired() -> None:
+    a = pod("a", app="mpi", anti=[term(HOST, app="mpi")])
+    b = pod("b", app="mpi")
+    c = pod("c", app="other")
+    z = pod("z", app="mpi", anti=[term(ZONE, app="mpi")])
+    assert repelling([a, b, c, z]) == [("default/a", "default/b"), ("default/a", "default/z")]
+
+
+def test_a_match_that_puts_members_together_that_may_not_meet_is_crowded() -> None:
+    a = pod("a", app="mpi", anti=[term(ZONE, app="mpi")])
+    b = pod("b", app="mpi")
+    assert crowded([(a, "n1"), (b, "n2")], LABELS) == {"n2"}
+    assert crowded([(a, "n1"), (b, "n3")], LABELS) == set()
+    assert crowded([(b, "n1"), (a, "n2")], LABELS) == {"n2"}  # either way round
+
+
+def test_members_that_keep_together_are_crowded_out_of_all_but_one_domain() -> None:
+    kin = [pod(f"k{i}", app="kin", near=[term(ZONE, app="kin")]) for i in range(3)]
+    assert crowded(list(zip(kin, ["n1", "n3", "n2"], strict=True)), LABELS) == {"n3"}
+    assert crowded(list(zip(kin, ["n1", "n2", "n1"], strict=True)), LABELS) == set()

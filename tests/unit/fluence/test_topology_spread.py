@@ -1,0 +1,99 @@
+"""Topology spread: the DoNotSchedule constraints, read as kube-scheduler's filter reads them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fluence.pods import Node, Pod, decode_node, decode_pod
+from fluence.topology_spread import Spread, refusing, unspread
+from tests.unit.fluence.test_pods import make_node, make_pod
+
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+
+
+def nodes(**zones: str) -> dict[str, Node]:
+    """Nodes by name, each in the zone given ("" for none)."""
+    out = {}
+    for name, zone in zones.items():
+        doc = make_node(name, raw=True)
+        if zone:
+            doc["metadata"]["labels"][ZONE] = zone
+        out[name] = decode_node(json.dumps(doc))
+    return out
+
+
+def spread(key: str = ZONE, skew: int = 1, hard: bool = True, **more: Any) -> dict[str, Any]:
+    return {
+        "maxSkew": skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule" if hard else "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        **more,
+    }
+
+
+def pod(name: str, *constraints: dict[str, Any], ns: str = "default", **spec: Any) -> Pod:
+    doc = make_pod(name, ns=ns, raw=True, labels={"app": "web"})
+    doc["spec"]["topologySpreadConstraints"] = list(constraints)
+    doc["spec"].update(spec)
+    return decode_pod(json.dumps(doc))
+
+
+CLUSTER = nodes(a1="a", a2="a", b1="b", c1="c", bare="")
+
+
+def test_a_node_whose_domain_is_ahead_by_max_skew_is_refused() -> None:
+    web = [("a1", pod("w0")), ("a2", pod("w1")), ("b1", pod("w2"))]
+    # a: 2, b: 1, c: 0 -> a is 2 ahead of the least; b would be 2 with this pod, c 1.
+    assert refusing([pod("new", spread())], CLUSTER, web) == {"a1", "a2", "b1", "bare"}
+    assert refusing([pod("new", spread(skew=2))], CLUSTER, web) == {"a1", "a2", "bare"}
+    # Soft constraints are kube-scheduler's scores, not a filter.
+    assert refusing([pod("new", spread(hard=False))], CLUSTER, web) == set()
+
+
+def test_pods_of_other_namespaces_or_labels_or_being_deleted_are_not_counted() -> None:
+    other = pod("x", ns="team")
+    unlabelled = decode_pod(json.dumps(make_pod("y", raw=True, labels={"app": "db"})))
+    doc = make_pod("z", raw=True, labels={"app": "web"})
+    doc["metadata"]["deletionTimestamp"] = "2026-11-28T00:00:00Z"
+    going = decode_pod(json.dumps(doc))
+    on = [("a1", other), ("a1", unlabelled), ("a1", going)]
+    assert refusing([pod("new", spread())], CLUSTER, on) == {"bare"}
+
+
+def test_only_nodes_the_pods_node_selector_admits_count_unless_told_otherwise() -> None:
+    # Only zone a is admitted: b and c hold no domain, so a is the least and takes more.
+    web = [("a1", pod("w0")), ("b1", pod("w1"))]
+    picky = pod("new", spread(), nodeSelector={ZONE: "a"})
+    assert Spread(picky, CLUSTER, web).refusing(["a1"]) == set()
+    every = pod("new", spread(nodeAffinityPolicy="Ignore"), nodeSelector={ZONE: "a"})
+    assert Spread(every, CLUSTER, web).refusing(["a1"]) == {"a1"}  # c is still at 0
+
+
+def test_min_domains_counts_missing_domains_as_empty() -> None:
+    web = [("a1", pod("w0")), ("b1", pod("w1")), ("c1", pod("w2"))]
+    assert refusing([pod("new", spread())], CLUSTER, web) == {"bare"}
+    assert refusing([pod("new", spread(minDomains=4))], CLUSTER, web) == set(CLUSTER)
+
+
+def test_match_label_keys_narrow_the_selector_to_the_pods_own_values() -> None:
+    doc = make_pod("v2", raw=True, labels={"app": "web", "rev": "2"})
+    doc["spec"]["topologySpreadConstraints"] = [spread(matchLabelKeys=["rev"])]
+    new = decode_pod(json.dumps(doc))
+    old_rev = decode_pod(json.dumps(make_pod("v1", raw=True, labels={"app": "web", "rev": "1"})))
+    on = [("a1", old_rev), ("a2", old_rev)]
+    assert refusing([new], CLUSTER, on) == {"bare"}
+
+
+def test_a_gang_spread_over_zones_passes_in_some_bind_order() -> None:
+    members = [pod(f"m{i}", spread()) for i in range(4)]
+    # Two in a and two in b: kube-scheduler refuses the second a until a b is bound.
+    even = list(zip(members, ["a1", "a2", "b1", "c1"], strict=True))
+    assert unspread(even, CLUSTER, []) == set()
+    lopsided = list(zip(members, ["a1", "a2", "a1", "b1"], strict=True))
+    assert unspread(lopsided, CLUSTER, []) == {"a1", "a2"}
+    # Members without constraints are bound first: they count for the others.
+    free = [(decode_pod(json.dumps(make_pod("f", raw=True, labels={"app": "web"}))), "a1")]
+    assert unspread(free + [(members[0], "a2")], CLUSTER, []) == {"a2"}
