@@ -45,7 +45,7 @@ def unselected(node: Node, pod: Pod) -> bool:
     if any(labels.get(k) != v for k, v in pod.spec.node_selector.items()):
         return True
     terms = required_terms(pod)
-    return terms is not None and not any(_term_admits(t, node) for t in terms)
+    return terms is not None and not any(term_admits(t, node) for t in terms)
 
 
 def required_terms(pod: Pod) -> list[NodeSelectorTerm] | None:
@@ -57,7 +57,7 @@ def required_terms(pod: Pod) -> list[NodeSelectorTerm] | None:
     return required.node_selector_terms
 
 
-def _term_admits(term: NodeSelectorTerm, node: Node) -> bool:
+def term_admits(term: NodeSelectorTerm, node: Node) -> bool:
     """All of a term's requirements hold (an empty term admits nothing, as kube-scheduler's)."""
     if not term.match_expressions and not term.match_fields:
         return False

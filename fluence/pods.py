@@ -226,6 +226,17 @@ class TopologySpreadConstraint(msgspec.Struct, rename="camel", omit_defaults=Tru
     match_label_keys: list[str] = []
 
 
+class ClaimSource(msgspec.Struct, rename="camel", omit_defaults=True):
+    claim_name: str = ""
+
+
+class Volume(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A pod volume: only claims matter here (a claim's volume may admit few nodes)."""
+
+    name: str = ""
+    persistent_volume_claim: ClaimSource | None = None
+
+
 class PodSecurityContext(msgspec.Struct, rename="camel", omit_defaults=True):
     run_as_user: int | None = None
 
@@ -242,6 +253,7 @@ class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     scheduling_gates: list[SchedulingGate] = []
     affinity: Affinity | None = None
     topology_spread_constraints: list[TopologySpreadConstraint] = []
+    volumes: list[Volume] = []
     priority: int | None = None
     """Resolved from priorityClassName at admission, so a pod cannot claim any other."""
     preemption_policy: str = ""
@@ -332,6 +344,30 @@ class Node(msgspec.Struct, omit_defaults=True):
     @property
     def name(self) -> str:
         return self.metadata.name
+
+
+class ClaimSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    volume_name: str = ""
+    """The PersistentVolume the claim is bound to ("" while it is not)."""
+
+
+class PersistentVolumeClaim(msgspec.Struct, omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ClaimSpec = msgspec.field(default_factory=ClaimSpec)
+
+
+class VolumeNodeAffinity(msgspec.Struct, omit_defaults=True):
+    required: NodeSelector | None = None
+
+
+class PersistentVolumeSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    node_affinity: VolumeNodeAffinity | None = None
+    """The nodes the volume can be reached from (a local disk, a zonal volume)."""
+
+
+class PersistentVolume(msgspec.Struct, omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PersistentVolumeSpec = msgspec.field(default_factory=PersistentVolumeSpec)
 
 
 class Gang(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -547,6 +583,18 @@ def decode_pod(data: bytes | str) -> Pod:
 
 def decode_node(data: bytes | str) -> Node:
     return _node_decoder.decode(data)
+
+
+_claim_decoder = msgspec.json.Decoder(PersistentVolumeClaim)
+_volume_decoder = msgspec.json.Decoder(PersistentVolume)
+
+
+def decode_claim(data: bytes | str) -> PersistentVolumeClaim:
+    return _claim_decoder.decode(data)
+
+
+def decode_volume(data: bytes | str) -> PersistentVolume:
+    return _volume_decoder.decode(data)
 
 
 def decode_podgroup(data: bytes | str) -> PodGroup:

@@ -23,14 +23,20 @@ from fluence import groups, names, untrusted
 from fluence.pods import (
     CompositePodGroup,
     Node,
+    NodeSelectorTerm,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodGroup,
+    decode_claim,
     decode_compositepodgroup,
     decode_node,
     decode_pod,
     decode_podgroup,
     decode_status,
+    decode_volume,
 )
+from fluence.volume_nodes import volume_terms
 
 log = logging.getLogger(__name__)
 
@@ -356,9 +362,27 @@ class ClusterReflectors:
             name="compositepodgroups",
             kind="CompositePodGroup",
         )
+        self.claims: Reflector[PersistentVolumeClaim] = Reflector(
+            api,
+            "/api/v1/persistentvolumeclaims",
+            decode_claim,
+            _key,
+            name="persistentvolumeclaims",
+            kind="PersistentVolumeClaim",
+        )
+        self.volumes: Reflector[PersistentVolume] = Reflector(
+            api,
+            "/api/v1/persistentvolumes",
+            decode_volume,
+            lambda v: v.metadata.name,
+            name="persistentvolumes",
+            kind="PersistentVolume",
+        )
         self.all: list[Reflector[Any]] = [
             self.nodes,
             self.pods,
+            self.claims,
+            self.volumes,
             *self.podgroups,
             self.x_podgroups,
             self.composites,
@@ -406,6 +430,10 @@ class ClusterReflectors:
                 return found
         return None
 
+    def volume_terms(self, pod: Pod) -> list[list[NodeSelectorTerm]]:
+        """The node affinity terms of the pod's bound volumes (:mod:`fluence.volume_nodes`)."""
+        return volume_terms(pod, self.claims.get, self.volumes.get)
+
     # CompositeView
     def composite(self, namespace: str, name: str) -> CompositePodGroup | None:
         return self.composites.get(f"{namespace}/{name}")
@@ -420,5 +448,5 @@ class ClusterReflectors:
         ]
 
 
-def _key(obj: Pod | PodGroup | CompositePodGroup) -> str:
+def _key(obj: Pod | PodGroup | CompositePodGroup | PersistentVolumeClaim) -> str:
     return f"{obj.metadata.namespace}/{obj.metadata.name}"

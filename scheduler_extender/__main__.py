@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
         retry_limit=settings.queue_retry_limit,
         conditions=api_condition_writer(api),
         acquisitions=acquisitions,
+        volumes=cache.volume_terms,
     )
     if settings.queue:
         cache.pods.add_handler(gated.on_pod)

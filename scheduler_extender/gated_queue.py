@@ -44,7 +44,7 @@ from fluence.pods import Pod
 from fluence.reflectors import DELETED
 from fluence.scheduling.holdings import Holding
 from scheduler_extender.gang_timeouts import GangTimeouts
-from scheduler_extender.node_room import NodeRoom, PlacedOnNodes
+from scheduler_extender.node_room import NodeRoom, PlacedOnNodes, VolumeTerms, no_volumes
 from scheduler_extender.qrmi_acquisition import AcquireFailed, Acquisitions
 from scheduler_extender.scheduling import BindOutcomeUnknown, ReleaseRefused, Scheduler
 
@@ -160,10 +160,13 @@ class GatedQueue:
         status_interval: float = DEFAULT_STATUS_INTERVAL,
         tell_after: float = DEFAULT_TELL_AFTER,
         acquisitions: Acquisitions | None = None,
+        volumes: VolumeTerms = no_volumes,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
         self.acquisitions = acquisitions
+        self.volumes = volumes
+        """The node affinity terms of a pod's bound volumes."""
         """QRMI resources acquired before a release and released after (None: not done)."""
         self.ledger = scheduler.ledger
         self.writer = writer
@@ -273,7 +276,7 @@ class GatedQueue:
         graph = self.scheduler.graph
         limits, held = graph.pod_limits(), self.ledger.holdings().values()
         with self._lock:
-            room = self._placed.room(limits, held, graph.nodes)
+            room = self._placed.room(limits, held, graph.nodes, self.volumes)
         for ref, members in order:
             gated_keys = tuple(m.key for m in members if m.gated_by(names.QUEUE_GATE))
             count, until = astuple(self.timeouts.get(ref.key))
@@ -369,7 +372,8 @@ class GatedQueue:
                 if left_out:
                     why += (
                         f" (not counting {len(left_out)} node(s) at their pod limit, where its "
-                        "host ports are taken, or that pod affinity or its spread rules out)"
+                        "host ports are taken, or that pod affinity, its spread or its volumes "
+                        "rule out)"
                     )
                 return why
             clash = room.clashing(res.holdings, by_key)

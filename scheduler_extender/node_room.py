@@ -1,9 +1,10 @@
 """What kube-scheduler checks on a node that the graph does not hold: pod counts, host
-ports, inter-pod affinity and topology spread.
+ports, inter-pod affinity, topology spread and volume node affinity.
 
 The queue pins each released pod to the node Fluxion chose, and kube-scheduler then
 refuses it there if the node is at its allocatable pod count, if a port the pod takes is
-taken, or if pod (anti-)affinity rules the node out; a pinned pod's spread constraints
+taken, if pod (anti-)affinity rules the node out, or if one of its bound volumes cannot be
+reached from it (:mod:`fluence.volume_nodes`); a pinned pod's spread constraints
 hold only if the queue keeps to them (:mod:`fluence.topology_spread`).
 :class:`PlacedOnNodes` follows the pods of every scheduler that are bound or released
 pinned to a node; once a round the queue takes a :class:`NodeRoom` from it, leaves out of
@@ -18,10 +19,18 @@ from dataclasses import dataclass, field
 
 from fluence.host_ports import HostPort, PortsByNode, clashes
 from fluence.pod_affinity import NodeLabels, PlacedPods, crowded
-from fluence.pods import Node, Pod
+from fluence.pods import Node, NodeSelectorTerm, Pod
 from fluence.scheduling.holdings import Holding
 from fluence.topology_spread import hard_constraints, unspread
 from fluence.topology_spread import refusing as spread_refusing
+from fluence.volume_nodes import unreachable
+
+VolumeTerms = Callable[[Pod], list[list[NodeSelectorTerm]]]
+"""A pod -> the node affinity terms of its bound volumes."""
+
+
+def no_volumes(pod: Pod) -> list[list[NodeSelectorTerm]]:
+    return []
 
 
 class PlacedOnNodes:
@@ -46,6 +55,7 @@ class PlacedOnNodes:
         limits: dict[str, int],
         held: Iterable[Holding],
         nodes: Callable[[], Mapping[str, Node]],
+        volumes: VolumeTerms = no_volumes,
     ) -> NodeRoom:
         """What one round works from: a copy, which the round's own placements add to."""
         taken = PortsByNode()
@@ -54,7 +64,9 @@ class PlacedOnNodes:
         placed = PlacedPods()
         placed.on = dict(self.affinity.on)
         placed.repelling = dict(self.affinity.repelling)
-        return NodeRoom(limits, Counter(h.node for h in held if h.node), taken, placed, nodes)
+        return NodeRoom(
+            limits, Counter(h.node for h in held if h.node), taken, placed, nodes, volumes
+        )
 
 
 @dataclass
@@ -67,6 +79,7 @@ class NodeRoom:
     ports: PortsByNode = field(default_factory=PortsByNode)
     placed: PlacedPods = field(default_factory=PlacedPods)
     read_nodes: Callable[[], Mapping[str, Node]] = dict
+    volumes: VolumeTerms = no_volumes
     _nodes: Mapping[str, Node] | None = None
     _labels: NodeLabels | None = None
 
@@ -92,12 +105,17 @@ class NodeRoom:
 
     def refusing(self, pods: Sequence[Pod]) -> set[str]:
         """Nodes that would refuse one of ``pods``: at their pod limit, one of its ports
-        taken, ruled out by pod affinity with the pods placed, or by its spread."""
+        taken, ruled out by pod affinity with the pods placed, by its spread, or that
+        cannot reach one of its bound volumes."""
         out = self.full() | self.ports.refusing({p for m in pods for p in m.host_ports})
         if self.placed.repelling or any(_has_affinity(p) for p in pods):
             out |= self.placed.refusing(pods, self.labels())
         if any(hard_constraints(p) for p in pods):
             out |= spread_refusing(pods, self.nodes(), self.placed.on.values())
+        for p in pods:
+            terms = self.volumes(p)
+            if terms:
+                out |= {n for n, node in self.nodes().items() if unreachable(node, terms)}
         return out
 
     def clashing(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> set[str]:

@@ -130,10 +130,9 @@ CONTROLLERS = (
     # node lifecycle controller would taint them unreachable and evict their pods.
     "-node-lifecycle-controller",
     "-taint-eviction-controller",
-    # No IPAM, no persistent volumes (the cloud controllers need a cloud provider and
-    # are gone from 1.37).
+    # No IPAM, and of the volume controllers only the binder, which binds claims to
+    # volumes by the API alone (the others attach and expand real disks).
     "-node-ipam-controller",
-    "-persistentvolume-binder-controller",
     "-persistentvolume-attach-detach-controller",
     "-persistentvolume-expander-controller",
     "-persistentvolume-protection-controller",

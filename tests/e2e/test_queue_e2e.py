@@ -1128,3 +1128,61 @@ def test_pods_spread_per_node_are_released_evenly(suite: Suite) -> None:
     assert sorted(Counter(placed.values()).items()) == [(nodes[1], 2), (nodes[2], 2)], placed
     events = suite.core.list_namespaced_event(suite.ns).items
     assert not [e.message for e in events if e.reason == "FailedScheduling"]
+
+
+def test_pods_of_a_volume_one_node_reaches_are_released_to_that_node(suite: Suite) -> None:
+    """A local PersistentVolume reachable from one of three nodes, bound to a claim: three
+    gated pods using the claim are each released to that node (kube-scheduler's
+    VolumeBinding refuses any other), and it refuses none of them."""
+    nodes = suite.add_nodes(3, cpu="4")
+    pv, pvc = f"scratch-{suite.id}", "scratch"
+    reach = {"key": names.LABEL_HOSTNAME, "operator": "In", "values": [nodes[1]]}
+    suite.core.create_persistent_volume(
+        {
+            "metadata": {"name": pv},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "local": {"path": "/mnt/scratch"},
+                "claimRef": {"namespace": suite.ns, "name": pvc},
+                "nodeAffinity": {
+                    "required": {"nodeSelectorTerms": [{"matchExpressions": [reach]}]}
+                },
+            },
+        }
+    )
+    try:
+        suite.core.create_namespaced_persistent_volume_claim(
+            suite.ns,
+            {
+                "metadata": {"name": pvc},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "",
+                    "volumeName": pv,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            },
+        )
+        wait_for(
+            lambda: (
+                suite.core.read_namespaced_persistent_volume_claim(pvc, suite.ns).status.phase
+                == "Bound"
+            ),
+            60,
+            "the claim to be bound to its volume",
+        )
+        users = [f"user-{i}" for i in range(3)]
+        volume = {"volumes": [{"name": "scratch", "persistentVolumeClaim": {"claimName": pvc}}]}
+        for p in users:
+            gated_pod(suite, p, spec=volume)
+        placed = suite.wait_bound(*users, timeout=60)
+        assert set(placed.values()) == {nodes[1]}, placed
+        for p in users:
+            assert_released_to(suite.get(p), nodes[1])
+        events = suite.core.list_namespaced_event(suite.ns).items
+        assert not [e.message for e in events if e.reason == "FailedScheduling"]
+    finally:
+        with contextlib.suppress(ApiException):
+            suite.core.delete_persistent_volume(pv)

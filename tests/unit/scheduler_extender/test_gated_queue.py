@@ -13,7 +13,7 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.groups import GroupRef, PodsByGroup
 from fluence.ledger import Ledger
-from fluence.pods import Pod, PodGroup, decode_node, decode_pod
+from fluence.pods import NodeSelectorTerm, Pod, PodGroup, decode_node, decode_pod
 from fluence.reflectors import DELETED, MODIFIED
 from fluence.scheduling.holdings import TENTATIVE
 from fluence.scheduling.record import RecordSeal
@@ -718,3 +718,21 @@ def test_a_spread_that_needs_a_domain_missing_keeps_the_pod_waiting() -> None:
     assert round_trip(queue) == []
     (w,) = queue.waiting
     assert "spread" in w.reason, w.reason
+
+
+def test_a_pod_whose_bound_volume_is_local_to_a_node_is_released_there() -> None:
+    api, queue, ledger = cluster(nodes=3)
+    only = {
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]
+    }
+    queue.volumes = lambda pod: [[decode_node_term(only)]] if pod.spec.volumes else []
+    for i in range(3):
+        doc = gated(f"v{i}", cpu="1", created=i)
+        doc["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "scratch"}}]
+        api.put(doc)
+        (key,) = round_trip(queue)
+        assert bind(api, ledger, key) == "n2"
+
+
+def decode_node_term(term: dict[str, Any]) -> Any:
+    return msgspec.json.decode(json.dumps(term), type=NodeSelectorTerm)
