@@ -16,7 +16,7 @@ held until released), so the planner knows when its capacity frees.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +156,7 @@ def group_jobspecs(
     split: Mapping[str, Split] | None = None,
     within: Sequence[str] = (),
     duration: int = 0,
+    exclude_for: Mapping[str, Collection[str]] | None = None,
 ) -> GroupSpecs:
     """The jobspecs that place ``pods`` (members still to place) of ``group``.
 
@@ -164,19 +165,23 @@ def group_jobspecs(
     ``split``: each pod's (compute, devices) requests by pod key, when the caller
     has worked them out already. ``within``: the only nodes the compute slots may use
     (one topology domain), when given. ``duration``: the group's expected runtime.
+    ``exclude_for``: nodes some members may not use beyond ``exclude`` (by pod key):
+    those members get specs of their own.
     """
     if not pods:
         raise JobspecError(f"pod group {group!r} has no pods to place")
     shapes: dict[Shape, int] = {}
-    spread: dict[tuple[Shape, str], list[str]] = {}
+    named: dict[tuple[Shape, str, frozenset[str]], list[str]] = {}
     apart = kept_apart(pods)
     devices: dict[str, int] = {}
     for p in pods:
         compute, dev = split[p.key] if split is not None else split_requests(pod_requests(p))
         if compute:
             shape = tuple(sorted(compute.items()))
-            if p.key in apart:
-                spread.setdefault((shape, apart[p.key]), []).append(p.key)
+            root = apart.get(p.key, "")
+            extra = frozenset(exclude_for.get(p.key, ())) if exclude_for else frozenset()
+            if root or extra:
+                named.setdefault((shape, root, extra), []).append(p.key)
             else:
                 shapes[shape] = shapes.get(shape, 0) + 1
         for t, n in dev.items():
@@ -196,19 +201,34 @@ def group_jobspecs(
     require = require_properties(pods)
     # Specs for named pods come before the other specs of their shape, which take the
     # shape's pods in order (fluence.scheduling.match).
+    # Named specs kept off more nodes go first: they have the fewest places to go.
+    plain: list[tuple[Shape, int, tuple[str, ...], frozenset[str], bool]] = [
+        (shape, n, (), frozenset(), False) for shape, n in shapes.items()
+    ]
     by_weight = sorted(
-        [(shape, n, ()) for shape, n in shapes.items()]
-        + [(shape, len(keys), tuple(keys)) for (shape, _), keys in spread.items()],
-        key=lambda s: (-_weight(s[0]), s[0], not s[2]),
+        plain
+        + [
+            (shape, len(keys), tuple(keys), extra, bool(root))
+            for (shape, root, extra), keys in named.items()
+        ],
+        key=lambda s: (-_weight(s[0]), s[0], not s[2], -len(s[3]), s[2]),
     )
     compute_specs = tuple(
         ComputeSpec(
             shape,
             n,
-            compute_jobspec(shape, n, group, exclude, within, duration, per_node=bool(keys)),
+            compute_jobspec(
+                shape,
+                n,
+                group,
+                sorted(set(exclude) | extra) if extra else exclude,
+                within,
+                duration,
+                per_node=per_node,
+            ),
             keys,
         )
-        for shape, n, keys in by_weight
+        for shape, n, keys, extra, per_node in by_weight
     )
     device_specs = tuple(
         DeviceSpec(t, n, device_jobspec(t, n, group, require, duration))

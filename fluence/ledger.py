@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,6 +216,7 @@ class Ledger:
         pods: Sequence[Pod],
         exclude: Sequence[str] = (),
         *,
+        exclude_for: Mapping[str, Collection[str]] | None = None,
         topology: str = "",
         priority: int = 0,
         singly: bool = False,
@@ -228,6 +229,7 @@ class Ledger:
         ``parts``: (key, pod keys) of subsets that must each be in one domain of their
         own key, inside the group's (a composite's children with a topology constraint).
         ``singly``: preemption may later take its pods one at a time.
+        ``exclude_for``: nodes only some members may not use, by pod key.
         The match leaves free what the groups ahead of this one have reserved; a
         group that does not fit waits in the queue, reserved when near its head.
         """
@@ -243,6 +245,7 @@ class Ledger:
             # What a match now must leave free of reservations: the runtime when the kubelet
             # enforces it, else everything from now on (an estimate plans, never backfills).
             runtime if group_enforced(pods) else 0,
+            exclude_for=dict(exclude_for or {}),
         )
         window = req.window
         planned = req.specs(runtime)

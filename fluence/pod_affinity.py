@@ -92,22 +92,23 @@ class PlacedPods:
         else:
             self.repelling.pop(key, None)
 
-    def refusing(self, pods: Sequence[Pod], labels_of: NodeLabels) -> set[str]:
-        """The nodes where kube-scheduler would refuse one of ``pods`` for the pods placed."""
-        out: set[str] = set()
+    def refusing(self, pods: Sequence[Pod], labels_of: NodeLabels) -> dict[str, set[str]]:
+        """Per pod of ``pods`` (a group's), the nodes where kube-scheduler would refuse it
+        for the pods placed."""
+        out: dict[str, set[str]] = {}
         mine = {p.key for p in pods}
-        seen: set[bytes] = set()
+        seen: dict[bytes, set[str]] = {}
         for p in pods:
             # Members usually share labels and rules: work each distinct set out once.
             sig = msgspec.json.encode((p.metadata.namespace, p.metadata.labels, p.spec.affinity))
-            if sig in seen:
-                continue
-            seen.add(sig)
-            out |= self._shut_out(p, labels_of)
-            if p.anti_affinity_terms:
-                out |= self._repelled(p, labels_of, mine)
-            if p.affinity_terms:
-                out |= self._unattracted(p, labels_of, mine)
+            if sig not in seen:
+                nodes = self._shut_out(p, labels_of)
+                if p.anti_affinity_terms:
+                    nodes |= self._repelled(p, labels_of, mine)
+                if p.affinity_terms:
+                    nodes |= self._unattracted(p, labels_of, mine)
+                seen[sig] = nodes
+            out[p.key] = seen[sig]
         return out
 
     def _shut_out(self, pod: Pod, labels_of: NodeLabels) -> set[str]:

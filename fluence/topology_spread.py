@@ -121,17 +121,19 @@ def _included(c: TopologySpreadConstraint, node: Node, pod: Pod) -> bool:
 
 def refusing(
     pods: Sequence[Pod], nodes: Mapping[str, Node], placed: Iterable[tuple[str, Pod]]
-) -> set[str]:
-    """Nodes where kube-scheduler's spread rule, read before the pin, keeps out one of
-    ``pods`` with the pods placed now."""
-    out: set[str] = set()
+) -> dict[str, set[str]]:
+    """Per pod of ``pods`` with hard constraints, the nodes kube-scheduler's spread rule,
+    read before the pin, keeps it out of with the pods placed now."""
+    out: dict[str, set[str]] = {}
     on = list(placed)
-    seen: set[bytes] = set()
+    seen: dict[bytes, set[str]] = {}
     for p in pods:
+        if not hard_constraints(p):
+            continue
         sig = _signature(p)
-        if hard_constraints(p) and sig not in seen:
-            seen.add(sig)
-            out |= Spread(p, nodes, on).refusing(nodes)
+        if sig not in seen:
+            seen[sig] = Spread(p, nodes, on).refusing(nodes)
+        out[p.key] = seen[sig]
     return out
 
 

@@ -365,15 +365,17 @@ class GatedQueue:
         """
         by_key = {m.key: m for m in to_place}
         left_out = room.refusing(to_place)
+        clashed: set[str] = set()
         for _ in range(MATCH_TRIES):
-            res = self.scheduler.place_group(ref, members, to_place, left_out)
+            res = self.scheduler.place_group(ref, members, to_place, clashed, left_out)
             if res.status != "allocated":
                 why = res.message or res.status
-                if left_out:
+                unused = clashed.union(*left_out.values())
+                if unused:
                     why += (
-                        f" (not counting {len(left_out)} node(s) at their pod limit, where its "
+                        f" (not counting {len(unused)} node(s) at their pod limit, where its "
                         "host ports are taken, or that pod affinity, its spread or its volumes "
-                        "rule out)"
+                        "rule out for some of its pods)"
                     )
                 return why
             clash = room.clashing(res.holdings, by_key)
@@ -382,7 +384,7 @@ class GatedQueue:
                 return ""
             for key in res.holdings:
                 self.ledger.release(key, "matched onto nodes that would refuse its pods")
-            left_out |= clash
+            clashed |= clash
         return (
             f"no placement within the nodes' pod limits, free host ports, pod affinity and "
             f"topology spread after {MATCH_TRIES} tries"

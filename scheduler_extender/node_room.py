@@ -103,19 +103,22 @@ class NodeRoom:
             n for n, c in more.items() if n in self.limits and self.counts[n] + c > self.limits[n]
         }
 
-    def refusing(self, pods: Sequence[Pod]) -> set[str]:
-        """Nodes that would refuse one of ``pods``: at their pod limit, one of its ports
-        taken, ruled out by pod affinity with the pods placed, by its spread, or that
-        cannot reach one of its bound volumes."""
-        out = self.full() | self.ports.refusing({p for m in pods for p in m.host_ports})
+    def refusing(self, pods: Sequence[Pod]) -> dict[str, set[str]]:
+        """Per pod of ``pods``, the nodes that would refuse it: at their pod limit, one of
+        its ports taken, ruled out by pod affinity with the pods placed, by its spread, or
+        that cannot reach one of its bound volumes."""
+        full = self.full()
+        out = {p.key: full | self.ports.refusing(p.host_ports) for p in pods}
         if self.placed.repelling or any(_has_affinity(p) for p in pods):
-            out |= self.placed.refusing(pods, self.labels())
+            for key, nodes in self.placed.refusing(pods, self.labels()).items():
+                out[key] |= nodes
         if any(hard_constraints(p) for p in pods):
-            out |= spread_refusing(pods, self.nodes(), self.placed.on.values())
+            for key, nodes in spread_refusing(pods, self.nodes(), self.placed.on.values()).items():
+                out[key] |= nodes
         for p in pods:
             terms = self.volumes(p)
             if terms:
-                out |= {n for n, node in self.nodes().items() if unreachable(node, terms)}
+                out[p.key] |= {n for n, node in self.nodes().items() if unreachable(node, terms)}
         return out
 
     def clashing(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> set[str]:

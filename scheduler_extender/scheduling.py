@@ -140,6 +140,14 @@ def _elsewhere(group: str, node: str) -> str:
     return f"group {group} is placed elsewhere: node {node} holds this pod"
 
 
+def split_exclusions(each: Mapping[str, set[str]]) -> tuple[set[str], dict[str, set[str]]]:
+    """The nodes no pod may use, and the others each pod may not: a node one member may
+    not use stays open to the rest."""
+    sets = list(each.values())
+    common = set.intersection(*sets) if sets else set()
+    return common, {k: s - common for k, s in each.items() if s - common}
+
+
 def _released_to(node: str) -> str:
     return f"the queue released this pod to node {node}"
 
@@ -272,17 +280,25 @@ class Scheduler:
         members: Sequence[Pod],
         to_place: Sequence[Pod],
         also_exclude: Collection[str] = (),
+        exclude_for: Mapping[str, Collection[str]] | None = None,
     ) -> PlaceResult:
         """Match ``to_place`` of group ``ref`` whole, on any node (the queue's path).
 
-        A group that does not fit waits in the ledger's queue, and starts preempting
-        lower-priority groups where it may; the message says so.
+        ``also_exclude``: nodes none of them may use; ``exclude_for``: nodes some may not
+        (by pod key), beside those their own node rules rule out. A group that does not
+        fit waits in the ledger's queue, and starts preempting lower-priority groups
+        where it may; the message says so.
         """
+        each = self._excluded(to_place)
+        for key, nodes in (exclude_for or {}).items():
+            each.setdefault(key, set()).update(nodes)
+        common, extra = split_exclusions(each)
         try:
             res = self._match(
                 ref.key,
                 to_place,
-                self._excluded(to_place) | set(also_exclude),
+                common | set(also_exclude),
+                exclude_for=extra,
                 topology=ref.topology,
                 priority=groups.group_priority(ref, members),
                 singly=ref.singly,
@@ -299,10 +315,10 @@ class Scheduler:
                 return replace(res, message=res.message + also)
         return res
 
-    def _excluded(self, pods: Sequence[Pod]) -> set[str]:
-        """Nodes some pod of ``pods`` may not use (taints, node selectors)."""
-        exclude: set[str] = set()
-        seen: set[bytes] = set()
+    def _excluded(self, pods: Sequence[Pod]) -> dict[str, set[str]]:
+        """The nodes each of ``pods`` may not use (taints, node selectors), by pod key."""
+        exclude: dict[str, set[str]] = {}
+        seen: dict[bytes, list[str]] = {}
         for p in pods:
             # Members usually share their node rules: work each distinct set out once.
             spec = p.spec
@@ -316,8 +332,8 @@ class Scheduler:
                 )
             )
             if sig not in seen:
-                seen.add(sig)
-                exclude.update(self.graph.excluded_for(p))
+                seen[sig] = self.graph.excluded_for(p)
+            exclude[p.key] = set(seen[sig])
         return exclude
 
     def _match(
@@ -326,6 +342,7 @@ class Scheduler:
         pods: Sequence[Pod],
         exclude: set[str],
         *,
+        exclude_for: Mapping[str, Collection[str]] | None = None,
         topology: str,
         priority: int,
         singly: bool,
@@ -335,6 +352,7 @@ class Scheduler:
             group,
             pods,
             sorted(exclude),
+            exclude_for=exclude_for,
             topology=topology,
             priority=priority,
             singly=singly,
@@ -369,7 +387,7 @@ class Scheduler:
         preempts: bool = True,
         parts: Sequence[tuple[str, Sequence[str]]] = (),
     ) -> FilterOutcome:
-        exclude = self._excluded(pods)
+        exclude, extra = split_exclusions(self._excluded(pods))
         # A lone pod goes only where the scheduler's own filters let it (e.g. a node's pod
         # limit, which the graph does not model); matching elsewhere would only be undone.
         alone = len(pods) == 1 and pods[0].key == pod.key
@@ -381,6 +399,7 @@ class Scheduler:
                 group,
                 pods,
                 exclude,
+                exclude_for=extra,
                 topology=topology,
                 priority=priority,
                 singly=singly,

@@ -37,6 +37,9 @@ class GroupRequest:
     beside_preemptor: bool = False
     """Kept off the room held for a higher-priority group whose victims are going: a
     failed match then says "not now", never "never"."""
+    exclude_for: Mapping[str, Collection[str]] = field(default_factory=dict)
+    """Nodes some members may not use beyond ``exclude``, by pod key (their own node
+    rules, volumes or pod affinity): only those members are kept off them."""
 
     def specs(self, duration: int, within: Sequence[str] = ()) -> GroupSpecs:
         """The group's jobspecs of ``duration`` seconds, ``within`` some nodes when given."""
@@ -48,6 +51,7 @@ class GroupRequest:
             split=self.split,
             within=within,
             duration=duration,
+            exclude_for=self.exclude_for,
         )
 
     def narrowed(self, pods: Sequence[Pod]) -> GroupRequest:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -169,3 +170,25 @@ def test_members_one_keeps_off_the_others_node_are_matched_on_distinct_nodes() -
     assert spread == [(4, ("default/r0", "default/r1", "default/r2", "default/z"))]
     (plain,) = [cs for cs in specs.compute if not cs.pods]
     assert plain.count == 1
+
+
+def test_members_kept_off_nodes_of_their_own_get_specs_of_their_own() -> None:
+    pods = [make_pod(n, cpu="1") for n in ("a", "b", "c", "d")]
+    specs = group_jobspecs(
+        "default/g",
+        pods,
+        KNOWN,
+        exclude=["node-z"],
+        exclude_for={"default/b": ["node-x"], "default/d": ["node-x", "node-y"]},
+    )
+
+    def hosts(cs: Any) -> list[str]:
+        (c,) = [c for c in cs.jobspec["attributes"]["system"]["constraints"]["and"] if "not" in c]
+        return list(c["not"][0]["hostlist"])
+
+    # The most kept-off first, then the less, then the plain spec of the rest.
+    assert [(cs.pods, cs.count, hosts(cs)) for cs in specs.compute] == [
+        (("default/d",), 1, ["node-x", "node-y", "node-z"]),
+        (("default/b",), 1, ["node-x", "node-z"]),
+        ((), 2, ["node-z"]),
+    ]

@@ -50,6 +50,10 @@ def pod(
     return decode_pod(json.dumps(doc))
 
 
+def refused(there: PlacedPods, p: Pod) -> set[str]:
+    return there.refusing([p], LABELS)[p.key]
+
+
 def placed(*on: tuple[str, Pod]) -> PlacedPods:
     out = PlacedPods()
     for node, p in on:
@@ -101,40 +105,40 @@ def test_anti_affinity_shuts_out_the_domain_of_the_pods_it_picks() -> None:
     on_host = pod("w", anti=[term(HOST, app="db")])
     in_zone = pod("z", anti=[term(ZONE, app="db")])
     there = placed(("n1", db), ("n3", pod("web", app="web")))
-    assert there.refusing([on_host], LABELS) == {"n1"}
+    assert refused(there, on_host) == {"n1"}
     # A node without the zone label is in no zone: nothing there to keep off.
-    assert there.refusing([in_zone], LABELS) == {"n1", "n2"}
+    assert refused(there, in_zone) == {"n1", "n2"}
     # Pods of another namespace are not picked unless the term names it.
     elsewhere = placed(("n1", pod("db", "team", app="db")))
-    assert elsewhere.refusing([on_host], LABELS) == set()
-    assert elsewhere.refusing([pod("w", anti=[term(HOST, ["team"], app="db")])], LABELS) == {"n1"}
+    assert refused(elsewhere, on_host) == set()
+    assert refused(elsewhere, pod("w", anti=[term(HOST, ["team"], app="db")])) == {"n1"}
 
 
 def test_a_placed_pods_anti_affinity_keeps_the_pods_it_picks_away() -> None:
     loner = pod("loner", anti=[term(ZONE, app="web")])
     there = placed(("n3", loner))
-    assert there.refusing([pod("w", app="web")], LABELS) == {"n3"}
-    assert there.refusing([pod("d", app="db")], LABELS) == set()
+    assert refused(there, pod("w", app="web")) == {"n3"}
+    assert refused(there, pod("d", app="db")) == set()
     there.put(loner.key, "", None)  # it ended
-    assert there.refusing([pod("w", app="web")], LABELS) == set()
+    assert refused(there, pod("w", app="web")) == set()
 
 
 def test_affinity_takes_only_the_domains_where_the_pods_it_picks_run() -> None:
     near_db = pod("w", near=[term(ZONE, app="db")])
     there = placed(("n2", pod("db", app="db")))
-    assert there.refusing([near_db], LABELS) == {"n3", "n4"}
+    assert refused(there, near_db) == {"n3", "n4"}
     # No such pod anywhere: nowhere, unless the pod is the first of its own kind.
-    assert placed().refusing([near_db], LABELS) == set(LABELS)
+    assert refused(placed(), near_db) == set(LABELS)
     first = pod("db0", app="db", near=[term(ZONE, app="db")])
-    assert placed().refusing([first], LABELS) == {"n4"}  # the zone label is still needed
+    assert refused(placed(), first) == {"n4"}  # the zone label is still needed
 
 
 def test_affinity_counts_the_pods_every_term_picks() -> None:
     both = pod("w", near=[term(ZONE, app="db"), term(HOST, tier="cache")])
     there = placed(("n1", pod("db", app="db")), ("n2", pod("c", tier="cache")))
-    assert there.refusing([both], LABELS) == set(LABELS)
+    assert refused(there, both) == set(LABELS)
     there.put("default/dbc", "n2", pod("dbc", app="db", tier="cache"))
-    assert there.refusing([both], LABELS) == {"n1", "n3", "n4"}
+    assert refused(there, both) == {"n1", "n3", "n4"}
 
 
 def test_members_per_node_apart_are_paired() -> None:

@@ -41,16 +41,20 @@ def pod(name: str, *constraints: dict[str, Any], ns: str = "default", **spec: An
     return decode_pod(json.dumps(doc))
 
 
+def refused(p: Pod, on: list[tuple[str, Pod]]) -> set[str]:
+    return refusing([p], CLUSTER, on).get(p.key, set())
+
+
 CLUSTER = nodes(a1="a", a2="a", b1="b", c1="c", bare="")
 
 
 def test_a_node_whose_domain_is_ahead_by_max_skew_is_refused() -> None:
     web = [("a1", pod("w0")), ("a2", pod("w1")), ("b1", pod("w2"))]
     # a: 2, b: 1, c: 0 -> a is 2 ahead of the least; b would be 2 with this pod, c 1.
-    assert refusing([pod("new", spread())], CLUSTER, web) == {"a1", "a2", "b1", "bare"}
-    assert refusing([pod("new", spread(skew=2))], CLUSTER, web) == {"a1", "a2", "bare"}
+    assert refused(pod("new", spread()), web) == {"a1", "a2", "b1", "bare"}
+    assert refused(pod("new", spread(skew=2)), web) == {"a1", "a2", "bare"}
     # Soft constraints are kube-scheduler's scores, not a filter.
-    assert refusing([pod("new", spread(hard=False))], CLUSTER, web) == set()
+    assert refused(pod("new", spread(hard=False)), web) == set()
 
 
 def test_pods_of_other_namespaces_or_labels_or_being_deleted_are_not_counted() -> None:
@@ -60,7 +64,7 @@ def test_pods_of_other_namespaces_or_labels_or_being_deleted_are_not_counted() -
     doc["metadata"]["deletionTimestamp"] = "2026-11-28T00:00:00Z"
     going = decode_pod(json.dumps(doc))
     on = [("a1", other), ("a1", unlabelled), ("a1", going)]
-    assert refusing([pod("new", spread())], CLUSTER, on) == {"bare"}
+    assert refused(pod("new", spread()), on) == {"bare"}
 
 
 def test_only_nodes_the_pods_node_selector_admits_count_unless_told_otherwise() -> None:
@@ -74,8 +78,8 @@ def test_only_nodes_the_pods_node_selector_admits_count_unless_told_otherwise() 
 
 def test_min_domains_counts_missing_domains_as_empty() -> None:
     web = [("a1", pod("w0")), ("b1", pod("w1")), ("c1", pod("w2"))]
-    assert refusing([pod("new", spread())], CLUSTER, web) == {"bare"}
-    assert refusing([pod("new", spread(minDomains=4))], CLUSTER, web) == set(CLUSTER)
+    assert refused(pod("new", spread()), web) == {"bare"}
+    assert refused(pod("new", spread(minDomains=4)), web) == set(CLUSTER)
 
 
 def test_match_label_keys_narrow_the_selector_to_the_pods_own_values() -> None:
@@ -84,7 +88,7 @@ def test_match_label_keys_narrow_the_selector_to_the_pods_own_values() -> None:
     new = decode_pod(json.dumps(doc))
     old_rev = decode_pod(json.dumps(make_pod("v1", raw=True, labels={"app": "web", "rev": "1"})))
     on = [("a1", old_rev), ("a2", old_rev)]
-    assert refusing([new], CLUSTER, on) == {"bare"}
+    assert refused(new, on) == {"bare"}
 
 
 def test_a_gang_spread_over_zones_passes_in_some_bind_order() -> None:

@@ -736,3 +736,27 @@ def test_a_pod_whose_bound_volume_is_local_to_a_node_is_released_there() -> None
 
 def decode_node_term(term: dict[str, Any]) -> Any:
     return msgspec.json.decode(json.dumps(term), type=NodeSelectorTerm)
+
+
+def test_a_node_one_member_may_not_use_stays_open_to_the_others() -> None:
+    """Three 3-cpu members on three 4-cpu nodes: one needs a volume only n2 reaches, one
+    takes a port a running pod holds on n0. Each is kept off its own nodes alone, so the
+    gang fits (kept off the union, it would need n2 for all three)."""
+    api, queue, ledger = cluster(nodes=3)
+    only = {
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]
+    }
+    queue.volumes = lambda pod: [[decode_node_term(only)]] if pod.spec.volumes else []
+    holder = ports(gated("holder", cpu="1", created=0), 8080)
+    holder["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n0"}
+    api.put(holder)
+    (key,) = round_trip(queue)
+    assert bind(api, ledger, key) == "n0"
+    disk = gated("disk", cpu="3", created=1, labels=GANG, size=3)
+    disk["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "scratch"}}]
+    api.put(disk)
+    api.put(ports(gated("port", cpu="3", created=2, labels=GANG, size=3), 8080))
+    api.put(gated("plain", cpu="3", created=3, labels=GANG, size=3))
+    assert len(round_trip(queue)) == 3, queue.waiting
+    on = {name: bind(api, ledger, f"default/{name}") for name in ("disk", "port", "plain")}
+    assert on["disk"] == "n2" and on["port"] == "n1" and on["plain"] == "n0", on
