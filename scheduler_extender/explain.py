@@ -18,7 +18,7 @@ from fluence.ledger import Ledger
 from fluence.pods import Pod
 from fluence.scheduling.holdings import Holding
 from fluence.scheduling.match import describe
-from scheduler_extender.scheduling import Scheduler
+from scheduler_extender.scheduling import Scheduler, split_exclusions
 from scheduler_extender.whatif import FITS, UNSATISFIABLE, JobspecInputError, what_if
 
 UNKNOWN = "unknown"
@@ -132,11 +132,11 @@ def explain(scheduler: Scheduler, namespace: str, name: str) -> dict[str, Any]:
     ]
     unplaced = [m for m in members if not m.bound and not m.gated and ledger.get(m.key) is None]
     to_spec = unplaced or members
-    exclude: set[str] = set()
-    for m in to_spec:
-        exclude.update(graph.excluded_for(m))
+    common, extra = split_exclusions({m.key: set(graph.excluded_for(m)) for m in to_spec})
     try:
-        specs = group_jobspecs(ref.key, to_spec, graph.known_types(), sorted(exclude))
+        specs = group_jobspecs(
+            ref.key, to_spec, graph.known_types(), sorted(common), exclude_for=extra
+        )
     except JobspecError as exc:
         doc["verdict"] = INVALID
         doc["reason"] = str(exc)
