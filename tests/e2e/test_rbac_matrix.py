@@ -43,6 +43,8 @@ EXTENDER = rights(
     ("pods", "get list watch"),  # fluence.reflectors, binder (read-back)
     ("pods", "patch"),  # scheduler_extender.gated_queue (release, via binder)
     ("nodes", "get list watch"),  # fluence.reflectors
+    ("persistentvolumeclaims", "get list watch"),  # fluence.reflectors (fluence.volume_nodes)
+    ("persistentvolumes", "get list watch"),  # fluence.reflectors (fluence.volume_nodes)
     ("pods/binding", "create"),  # scheduler_extender.binder
     ("pods/eviction", "create"),  # scheduler_extender.eviction
     ("pods/status", "patch"),  # scheduler_extender.requeue
