@@ -789,9 +789,9 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
     core = suite.core
     batch = BatchV1Api(core.api_client)
     volume = f"fluence-e2e-{suite.id}"
-    # The volume the Job's claim will name, reserved for it (no volume controller runs here:
-    # the claim is made bound, as that controller would leave it). The client takes a dict
-    # body as it is; its typed signatures want models.
+    # The volume the Job's claim will name, reserved for it: the persistent volume binder
+    # controller binds the two once the claim is made. The client takes a dict body as it
+    # is; its typed signatures want models.
     pv: Any = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -808,7 +808,7 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
     claim: Any = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "data", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "metadata": {"name": "data"},
         "spec": {
             "accessModes": ["ReadWriteOnce"],
             "storageClassName": "",
