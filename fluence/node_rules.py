@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from fluence import names
 from fluence.pods import (
+    LabelSelectorRequirement,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -63,12 +64,17 @@ def term_admits(term: NodeSelectorTerm, node: Node) -> bool:
         return False
     labels = node.metadata.labels
     fields = {names.NODE_NAME_FIELD: node.name}
-    return all(_holds(r, labels) for r in term.match_expressions) and all(
-        r.key in fields and _holds(r, fields) for r in term.match_fields
+    return all(requirement_holds(r, labels) for r in term.match_expressions) and all(
+        r.key in fields and requirement_holds(r, fields) for r in term.match_fields
     )
 
 
-def _holds(r: NodeSelectorRequirement, values: Mapping[str, str]) -> bool:
+def requirement_holds(
+    r: NodeSelectorRequirement | LabelSelectorRequirement, values: Mapping[str, str]
+) -> bool:
+    """Does one selector requirement hold for ``values`` (labels, or a node's fields)?
+    Label selectors have no ``Gt``/``Lt``: :func:`fluence.pod_affinity.selects` keeps
+    them out."""
     have = values.get(r.key)
     if r.operator == "In":
         return have is not None and have in r.values

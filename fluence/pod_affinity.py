@@ -24,11 +24,16 @@ from collections.abc import Iterable, Mapping, Sequence
 import msgspec
 
 from fluence import names
-from fluence.pods import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
+from fluence.node_rules import requirement_holds
+from fluence.pods import LabelSelector, Pod, PodAffinityTerm
 
 Labels = Mapping[str, str]
 NodeLabels = Mapping[str, Labels]
 """Node name -> its labels."""
+
+
+LABEL_OPERATORS = frozenset(("In", "NotIn", "Exists", "DoesNotExist"))
+"""What a label selector may ask (a node selector also has ``Gt`` and ``Lt``)."""
 
 
 def selects(selector: LabelSelector | None, labels: Labels) -> bool:
@@ -37,20 +42,10 @@ def selects(selector: LabelSelector | None, labels: Labels) -> bool:
         return False
     if any(labels.get(k) != v for k, v in selector.match_labels.items()):
         return False
-    return all(_holds(r, labels) for r in selector.match_expressions)
-
-
-def _holds(r: LabelSelectorRequirement, labels: Labels) -> bool:
-    op = r.operator
-    if op == "In":
-        return r.key in labels and labels[r.key] in r.values
-    if op == "NotIn":
-        return r.key not in labels or labels[r.key] not in r.values
-    if op == "Exists":
-        return r.key in labels
-    if op == "DoesNotExist":
-        return r.key not in labels
-    return False  # an operator the API server would have refused
+    return all(
+        r.operator in LABEL_OPERATORS and requirement_holds(r, labels)
+        for r in selector.match_expressions
+    )
 
 
 def term_selects(owner: Pod, term: PodAffinityTerm, pod: Pod) -> bool:
