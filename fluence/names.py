@@ -86,6 +86,19 @@ MUTATING_ADMISSION_PLUGIN = "MutatingAdmissionWebhook"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 """The node label the kubelet sets to the node's name: the per-node topology key."""
 
+# Volume binding: what kube-scheduler's VolumeBinding filter and the volume binder read.
+ANNOTATION_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+"""On a claim the binder has finished binding: only then is it bound for scheduling."""
+ANNOTATION_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+"""On a claim being provisioned for the node a pod went to."""
+ANNOTATION_BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+"""The old way to name a claim's or volume's class; it wins over ``storageClassName``."""
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+"""A storage class whose claims only bind to volumes made in advance."""
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+VOLUME_AVAILABLE = "Available"
+STORAGE_CLASSES_PATH = "/apis/storage.k8s.io/v1/storageclasses"
+
 # Other projects' group labels that fluence honours.
 LABEL_K8S_POD_GROUP = "scheduling.k8s.io/pod-group"
 LABEL_X_K8S_POD_GROUP = "scheduling.x-k8s.io/pod-group"

@@ -230,11 +230,16 @@ class ClaimSource(msgspec.Struct, rename="camel", omit_defaults=True):
     claim_name: str = ""
 
 
+class EphemeralSource(msgspec.Struct, omit_defaults=True):
+    """A generic ephemeral volume: its claim, named ``<pod>-<volume>``, is made for the pod."""
+
+
 class Volume(msgspec.Struct, rename="camel", omit_defaults=True):
     """A pod volume: only claims matter here (a claim's volume may admit few nodes)."""
 
     name: str = ""
     persistent_volume_claim: ClaimSource | None = None
+    ephemeral: EphemeralSource | None = None
 
 
 class PodSecurityContext(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -346,28 +351,75 @@ class Node(msgspec.Struct, omit_defaults=True):
         return self.metadata.name
 
 
+class ClaimResources(msgspec.Struct, omit_defaults=True):
+    requests: dict[str, str | int | float] = {}
+
+
 class ClaimSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     volume_name: str = ""
     """The PersistentVolume the claim is bound to ("" while it is not)."""
+    storage_class_name: str | None = None
+    access_modes: list[str] = []
+    volume_mode: str | None = None
+    selector: LabelSelector | None = None
+    resources: ClaimResources = msgspec.field(default_factory=ClaimResources)
 
 
 class PersistentVolumeClaim(msgspec.Struct, omit_defaults=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: ClaimSpec = msgspec.field(default_factory=ClaimSpec)
 
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
 
 class VolumeNodeAffinity(msgspec.Struct, omit_defaults=True):
     required: NodeSelector | None = None
 
 
+class ClaimRef(msgspec.Struct, omit_defaults=True):
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+
+
 class PersistentVolumeSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     node_affinity: VolumeNodeAffinity | None = None
     """The nodes the volume can be reached from (a local disk, a zonal volume)."""
+    capacity: dict[str, str | int | float] = {}
+    claim_ref: ClaimRef | None = None
+    access_modes: list[str] = []
+    volume_mode: str | None = None
+    storage_class_name: str = ""
+
+
+class VolumeStatus(msgspec.Struct, omit_defaults=True):
+    phase: str = ""
 
 
 class PersistentVolume(msgspec.Struct, omit_defaults=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: PersistentVolumeSpec = msgspec.field(default_factory=PersistentVolumeSpec)
+    status: VolumeStatus = msgspec.field(default_factory=VolumeStatus)
+
+
+class TopologyLabelRequirement(msgspec.Struct, omit_defaults=True):
+    key: str = ""
+    values: list[str] = []
+
+
+class TopologySelectorTerm(msgspec.Struct, rename="camel", omit_defaults=True):
+    match_label_expressions: list[TopologyLabelRequirement] = []
+
+
+class StorageClass(msgspec.Struct, rename="camel", omit_defaults=True):
+    """How a class's claims get volumes: by whom, when, and where (allowedTopologies)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    provisioner: str = ""
+    volume_binding_mode: str | None = None
+    allowed_topologies: list[TopologySelectorTerm] = []
 
 
 class Gang(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -587,6 +639,7 @@ def decode_node(data: bytes | str) -> Node:
 
 _claim_decoder = msgspec.json.Decoder(PersistentVolumeClaim)
 _volume_decoder = msgspec.json.Decoder(PersistentVolume)
+_storage_class_decoder = msgspec.json.Decoder(StorageClass)
 
 
 def decode_claim(data: bytes | str) -> PersistentVolumeClaim:
@@ -595,6 +648,10 @@ def decode_claim(data: bytes | str) -> PersistentVolumeClaim:
 
 def decode_volume(data: bytes | str) -> PersistentVolume:
     return _volume_decoder.decode(data)
+
+
+def decode_storage_class(data: bytes | str) -> StorageClass:
+    return _storage_class_decoder.decode(data)
 
 
 def decode_podgroup(data: bytes | str) -> PodGroup:

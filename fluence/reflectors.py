@@ -23,20 +23,21 @@ from fluence import groups, names, untrusted
 from fluence.pods import (
     CompositePodGroup,
     Node,
-    NodeSelectorTerm,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
     PodGroup,
+    StorageClass,
     decode_claim,
     decode_compositepodgroup,
     decode_node,
     decode_pod,
     decode_podgroup,
     decode_status,
+    decode_storage_class,
     decode_volume,
 )
-from fluence.volume_nodes import volume_terms
+from fluence.volume_nodes import Storage
 
 log = logging.getLogger(__name__)
 
@@ -378,11 +379,24 @@ class ClusterReflectors:
             name="persistentvolumes",
             kind="PersistentVolume",
         )
+        self.storage_classes: Reflector[StorageClass] = Reflector(
+            api,
+            names.STORAGE_CLASSES_PATH,
+            decode_storage_class,
+            lambda c: c.metadata.name,
+            name="storageclasses",
+            kind="StorageClass",
+        )
+        self.storage = Storage(
+            self.claims.get, self.volumes.get, self.volumes.items, self.storage_classes.get
+        )
+        """Claims, volumes and classes, as :mod:`fluence.volume_nodes` reads them."""
         self.all: list[Reflector[Any]] = [
             self.nodes,
             self.pods,
             self.claims,
             self.volumes,
+            self.storage_classes,
             *self.podgroups,
             self.x_podgroups,
             self.composites,
@@ -429,10 +443,6 @@ class ClusterReflectors:
             if found is not None:
                 return found
         return None
-
-    def volume_terms(self, pod: Pod) -> list[list[NodeSelectorTerm]]:
-        """The node affinity terms of the pod's bound volumes (:mod:`fluence.volume_nodes`)."""
-        return volume_terms(pod, self.claims.get, self.volumes.get)
 
     # CompositeView
     def composite(self, namespace: str, name: str) -> CompositePodGroup | None:

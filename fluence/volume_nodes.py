@@ -1,43 +1,292 @@
-"""Volume node affinity: the nodes a pod's bound volumes can be reached from.
+"""Volumes and the nodes a pod can use with them, as kube-scheduler's VolumeBinding
+filter decides it.
 
-A PersistentVolume may say which nodes reach it (``spec.nodeAffinity.required``: a local
-disk, a zonal volume), and kube-scheduler's VolumeBinding filter refuses a pod on a node
-one of its bound claims' volumes does not admit. The queue pins pods to nodes, so it
-keeps to the same rule. Claims not bound yet (``WaitForFirstConsumer``, or a claim that
-does not exist) are left to kube-scheduler, which binds or provisions them for the node
-the pod is pinned to, or refuses it (the gang timeout then requeues the group).
+The queue pins pods to nodes, and kube-scheduler refuses a pinned pod on a node where
+
+- a bound claim's volume does not admit the node (``spec.nodeAffinity``: a local disk,
+  a zonal volume);
+- an unbound claim of a ``WaitForFirstConsumer`` class finds no available volume the
+  node reaches, and its class cannot provision one there (no provisioner, or its
+  ``allowedTopologies`` rule the node out); each claim takes a volume of its own;
+- or, on every node, while a claim is missing, being deleted, bound but not yet
+  complete, or unbound with ``Immediate`` binding (kube-scheduler tries again when the
+  claim changes; so does the queue).
+
+So the queue keeps the same rules: :func:`volume_terms` names, per claim, the nodes it
+admits alone; :func:`short` finds the pods matched onto a node where they would not
+each get a volume of their own (two pods, one local volume).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
 
+from fluence import names
 from fluence.node_rules import term_admits
-from fluence.pods import Node, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod
+from fluence.pod_affinity import selects
+from fluence.pods import (
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    QuantityError,
+    StorageClass,
+    parse_quantity,
+)
 
-ClaimOf = Callable[[str], PersistentVolumeClaim | None]
-"""``namespace/name`` -> the claim, if the cluster has it."""
-VolumeOf = Callable[[str], PersistentVolume | None]
-"""Name -> the volume, if the cluster has it."""
+NOWHERE: list[NodeSelectorTerm] = []
+"""A claim's terms when no node can take the pod now."""
 
 
-def volume_terms(pod: Pod, claim_of: ClaimOf, volume_of: VolumeOf) -> list[list[NodeSelectorTerm]]:
-    """Per bound volume of the pod with a node affinity: its terms (any one admits a node)."""
-    out = []
+@dataclass(frozen=True)
+class Storage:
+    """What the cluster says about claims, volumes and classes (lookups, by key)."""
+
+    claim: Callable[[str], PersistentVolumeClaim | None]
+    """``namespace/name`` -> the claim, if the cluster has it."""
+    volume: Callable[[str], PersistentVolume | None]
+    volumes: Callable[[], Iterable[PersistentVolume]]
+    storage_class: Callable[[str], StorageClass | None]
+
+
+def claim_keys(pod: Pod) -> list[str]:
+    """The ``namespace/name`` of every claim the pod's volumes use (generic ephemeral
+    volumes' claims are named ``<pod>-<volume>``)."""
+    ns, out = pod.metadata.namespace, []
     for v in pod.spec.volumes:
-        source = v.persistent_volume_claim
-        if source is None or not source.claim_name:
-            continue
-        claim = claim_of(f"{pod.metadata.namespace}/{source.claim_name}")
-        if claim is None or not claim.spec.volume_name:
-            continue
-        volume = volume_of(claim.spec.volume_name)
-        affinity = volume.spec.node_affinity if volume is not None else None
-        if affinity is not None and affinity.required is not None:
-            out.append(affinity.required.node_selector_terms)
+        if v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name:
+            out.append(f"{ns}/{v.persistent_volume_claim.claim_name}")
+        elif v.ephemeral is not None:
+            out.append(f"{ns}/{pod.metadata.name}-{v.name}")
     return out
 
 
+def claim_class(claim: PersistentVolumeClaim) -> str:
+    beta = claim.metadata.annotations.get(names.ANNOTATION_BETA_STORAGE_CLASS)
+    return beta if beta is not None else claim.spec.storage_class_name or ""
+
+
+def volume_class(volume: PersistentVolume) -> str:
+    beta = volume.metadata.annotations.get(names.ANNOTATION_BETA_STORAGE_CLASS)
+    return beta if beta is not None else volume.spec.storage_class_name
+
+
+def bound(claim: PersistentVolumeClaim) -> bool:
+    """Bound for scheduling: named volume and the binder done with it."""
+    return bool(claim.spec.volume_name) and (
+        names.ANNOTATION_BIND_COMPLETED in claim.metadata.annotations
+    )
+
+
+def waits_for_consumer(claim: PersistentVolumeClaim, storage: Storage) -> bool:
+    """Unbound, and of a class that binds once a pod using it has a node."""
+    if claim.spec.volume_name:
+        return False
+    name = claim_class(claim)
+    cls = storage.storage_class(name) if name else None
+    return cls is not None and cls.volume_binding_mode == names.WAIT_FOR_FIRST_CONSUMER
+
+
+def _size(values: Mapping[str, str | int | float]) -> Decimal:
+    try:
+        return parse_quantity(values.get("storage", 0))
+    except QuantityError:
+        return Decimal(0)
+
+
+def _reaches(volume: PersistentVolume, node: Node) -> bool:
+    affinity = volume.spec.node_affinity
+    if affinity is None or affinity.required is None:
+        return True
+    return any(term_admits(t, node) for t in affinity.required.node_selector_terms)
+
+
+def _everywhere(volume: PersistentVolume) -> bool:
+    affinity = volume.spec.node_affinity
+    return affinity is None or affinity.required is None
+
+
+def _bound_to(volume: PersistentVolume, claim: PersistentVolumeClaim) -> bool:
+    ref = volume.spec.claim_ref
+    return (
+        ref is not None
+        and (ref.namespace, ref.name) == (claim.metadata.namespace, claim.metadata.name)
+        and (not ref.uid or ref.uid == claim.metadata.uid)
+    )
+
+
+def candidates(claim: PersistentVolumeClaim, storage: Storage) -> list[PersistentVolume]:
+    """The volumes the claim could bind to on some node, smallest first: the one made
+    for it alone if there is one, else the available ones of its class, size, mode,
+    selector and access modes."""
+    want = _size(claim.spec.resources.requests)
+    cls = claim_class(claim)
+    mode = claim.spec.volume_mode or "Filesystem"
+    fit: list[PersistentVolume] = []
+    for v in storage.volumes():
+        if v.spec.claim_ref is not None and not _bound_to(v, claim):
+            continue
+        if _size(v.spec.capacity) < want or (v.spec.volume_mode or "Filesystem") != mode:
+            continue
+        if v.metadata.deletion_timestamp:
+            continue
+        if _bound_to(v, claim):
+            return [v]
+        if v.status.phase != names.VOLUME_AVAILABLE or volume_class(v) != cls:
+            continue
+        if claim.spec.selector is not None and not selects(claim.spec.selector, v.metadata.labels):
+            continue
+        if not set(claim.spec.access_modes) <= set(v.spec.access_modes):
+            continue
+        fit.append(v)
+    return sorted(fit, key=lambda v: (_size(v.spec.capacity), v.metadata.name))
+
+
+def _provisioned_on(
+    claim: PersistentVolumeClaim, storage: Storage
+) -> list[NodeSelectorTerm] | None:
+    """Where the claim's class can make it a volume: None anywhere, [] nowhere, else the
+    terms its ``allowedTopologies`` make (any one admits a node)."""
+    cls = storage.storage_class(claim_class(claim))
+    if cls is None or not cls.provisioner or cls.provisioner == names.NO_PROVISIONER:
+        return NOWHERE
+    if not cls.allowed_topologies:
+        return None
+    return [
+        NodeSelectorTerm(
+            match_expressions=[
+                NodeSelectorRequirement(key=r.key, operator="In", values=r.values)
+                for r in t.match_label_expressions
+            ]
+        )
+        for t in cls.allowed_topologies
+    ]
+
+
+def _selected(node: str) -> list[NodeSelectorTerm]:
+    field = NodeSelectorRequirement(key=names.NODE_NAME_FIELD, operator="In", values=[node])
+    return [NodeSelectorTerm(match_fields=[field])]
+
+
+def _claim_terms(
+    key: str, claim: PersistentVolumeClaim | None, storage: Storage
+) -> tuple[list[NodeSelectorTerm] | None, str]:
+    """The nodes one claim admits: None any, else terms (any one admits a node); and when
+    it admits none, why."""
+    name = key.partition("/")[2]
+    if claim is None:
+        return NOWHERE, f"claim {name} does not exist"
+    if claim.metadata.deletion_timestamp:
+        return NOWHERE, f"claim {name} is being deleted"
+    if bound(claim):
+        volume = storage.volume(claim.spec.volume_name)
+        if volume is None:
+            return (
+                NOWHERE,
+                f"claim {name} is bound to volume {claim.spec.volume_name}, which is gone",
+            )
+        if _everywhere(volume):
+            return None, ""
+        assert volume.spec.node_affinity is not None and volume.spec.node_affinity.required
+        return volume.spec.node_affinity.required.node_selector_terms, ""
+    if claim.spec.volume_name:
+        return NOWHERE, f"claim {name} is being bound to volume {claim.spec.volume_name}"
+    if not waits_for_consumer(claim, storage):
+        return NOWHERE, f"claim {name} is not bound yet (its class binds it at once, or is missing)"
+    selected = claim.metadata.annotations.get(names.ANNOTATION_SELECTED_NODE)
+    if selected is not None:
+        return _selected(selected), ""
+    found = candidates(claim, storage)
+    if any(_everywhere(v) for v in found):
+        return None, ""
+    provisioned = _provisioned_on(claim, storage)
+    if provisioned is None:
+        return None, ""
+    terms = list(provisioned)
+    for v in found:
+        assert v.spec.node_affinity is not None and v.spec.node_affinity.required
+        terms.extend(v.spec.node_affinity.required.node_selector_terms)
+    if not terms:
+        return NOWHERE, (
+            f"no available volume fits claim {name}, and its class {claim_class(claim)} makes none"
+        )
+    return terms, ""
+
+
+def volume_terms(pod: Pod, storage: Storage) -> list[list[NodeSelectorTerm]]:
+    """Per claim of the pod that admits only some nodes: its terms (any one admits a
+    node; none: no node admits the pod now)."""
+    out = []
+    for key in claim_keys(pod):
+        terms, _ = _claim_terms(key, storage.claim(key), storage)
+        if terms is not None:
+            out.append(terms)
+    return out
+
+
+def unmet(pod: Pod, storage: Storage) -> str:
+    """Why no node can take the pod now for one of its claims ("" when some node can
+    by its claims alone)."""
+    for key in claim_keys(pod):
+        _, why = _claim_terms(key, storage.claim(key), storage)
+        if why:
+            return why
+    return ""
+
+
 def unreachable(node: Node, terms: list[list[NodeSelectorTerm]]) -> bool:
-    """Does one of the volumes (its terms) not admit ``node``?"""
-    return any(not any(term_admits(t, node) for t in volume) for volume in terms)
+    """Does one of the claims (its terms) not admit ``node``?"""
+    return any(not any(term_admits(t, node) for t in claim) for claim in terms)
+
+
+def to_bind(pod: Pod, storage: Storage) -> list[PersistentVolumeClaim]:
+    """The pod's claims kube-scheduler will pick a volume for on the pod's node (unbound,
+    waiting for their first consumer, no node chosen yet), smallest first as it does."""
+    out = []
+    for key in claim_keys(pod):
+        claim = storage.claim(key)
+        if (
+            claim is not None
+            and waits_for_consumer(claim, storage)
+            and names.ANNOTATION_SELECTED_NODE not in claim.metadata.annotations
+        ):
+            out.append(claim)
+    return sorted(out, key=lambda c: _size(c.spec.resources.requests))
+
+
+def short(
+    matched: Iterable[tuple[Pod, str]],
+    nodes: Mapping[str, Node],
+    storage: Storage,
+    chosen: set[str],
+) -> dict[str, str]:
+    """The pods matched onto nodes (pod key -> node) that would not each get a volume of
+    their own there for their claims still to bind, after the volumes in ``chosen``
+    (which gets the ones picked here: the caller's to keep or drop)."""
+    out: dict[str, str] = {}
+    for pod, name in matched:
+        node = nodes.get(name)
+        if node is None:
+            continue
+        for claim in to_bind(pod, storage):
+            pick = next(
+                (
+                    v
+                    for v in candidates(claim, storage)
+                    if v.metadata.name not in chosen and _reaches(v, node)
+                ),
+                None,
+            )
+            if pick is not None:
+                chosen.add(pick.metadata.name)
+                continue
+            provisioned = _provisioned_on(claim, storage)
+            if provisioned is None or any(term_admits(t, node) for t in provisioned):
+                continue
+            out[pod.key] = name
+            break
+    return out

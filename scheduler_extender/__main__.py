@@ -117,11 +117,13 @@ def main(argv: list[str] | None = None) -> None:
         retry_limit=settings.queue_retry_limit,
         conditions=api_condition_writer(api),
         acquisitions=acquisitions,
-        volumes=cache.volume_terms,
+        storage=cache.storage,
     )
     if settings.queue:
         cache.pods.add_handler(gated.on_pod)
-        cache.nodes.add_handler(gated.on_node)
+        # A node added, a claim bound or a volume made may let a waiting pod go.
+        for store in (cache.nodes, cache.claims, cache.volumes, cache.storage_classes):
+            store.add_handler(gated.on_change)
     leadership: LeaseElector | AlwaysLeader = AlwaysLeader()
     if settings.queue and settings.queue_lease_namespace:
         identity = settings.queue_identity or socket.gethostname()

@@ -43,8 +43,9 @@ from fluence.pinning import release_ops
 from fluence.pods import Pod
 from fluence.reflectors import DELETED
 from fluence.scheduling.holdings import Holding
+from fluence.volume_nodes import Storage
 from scheduler_extender.gang_timeouts import GangTimeouts
-from scheduler_extender.node_room import NodeRoom, PlacedOnNodes, VolumeTerms, no_volumes
+from scheduler_extender.node_room import NodeRoom, PlacedOnNodes
 from scheduler_extender.qrmi_acquisition import AcquireFailed, Acquisitions
 from scheduler_extender.scheduling import BindOutcomeUnknown, ReleaseRefused, Scheduler
 
@@ -160,13 +161,13 @@ class GatedQueue:
         status_interval: float = DEFAULT_STATUS_INTERVAL,
         tell_after: float = DEFAULT_TELL_AFTER,
         acquisitions: Acquisitions | None = None,
-        volumes: VolumeTerms = no_volumes,
+        storage: Storage | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
         self.acquisitions = acquisitions
-        self.volumes = volumes
-        """The node affinity terms of a pod's bound volumes."""
+        self.storage = storage
+        """Claims, volumes and storage classes (None: volumes are left to kube-scheduler)."""
         """QRMI resources acquired before a release and released after (None: not done)."""
         self.ledger = scheduler.ledger
         self.writer = writer
@@ -240,7 +241,9 @@ class GatedQueue:
         elif mine and pod.gated:
             self.poke()
 
-    def on_node(self, kind: str, obj: object) -> None:
+    def on_change(self, kind: str, obj: object) -> None:
+        """A reflector handler for nodes, claims, volumes and storage classes: room may
+        have freed or a rule changed, so a round looks again."""
         self.poke()
 
     def poke(self) -> None:
@@ -276,7 +279,7 @@ class GatedQueue:
         graph = self.scheduler.graph
         limits, held = graph.pod_limits(), self.ledger.holdings().values()
         with self._lock:
-            room = self._placed.room(limits, held, graph.nodes, self.volumes)
+            room = self._placed.room(limits, held, graph.nodes, self.storage)
         for ref, members in order:
             gated_keys = tuple(m.key for m in members if m.gated_by(names.QUEUE_GATE))
             count, until = astuple(self.timeouts.get(ref.key))
@@ -363,6 +366,9 @@ class GatedQueue:
         for the same ports, or kept apart per node, are matched on distinct nodes in the
         first place.)
         """
+        why = room.claims_unmet(to_place)
+        if why:
+            return why
         by_key = {m.key: m for m in to_place}
         left_out = room.refusing(to_place)
         clashed: set[str] = set()
@@ -379,15 +385,18 @@ class GatedQueue:
                     )
                 return why
             clash = room.clashing(res.holdings, by_key)
-            if not clash:
+            unmet = room.unmet(res.holdings, by_key, left_out)
+            if not clash and not unmet:
                 room.take(res.holdings, by_key)
                 return ""
             for key in res.holdings:
                 self.ledger.release(key, "matched onto nodes that would refuse its pods")
             clashed |= clash
+            for key, nodes in unmet.items():
+                left_out.setdefault(key, set()).update(nodes)
         return (
-            f"no placement within the nodes' pod limits, free host ports, pod affinity and "
-            f"topology spread after {MATCH_TRIES} tries"
+            f"no placement within the nodes' pod limits, free host ports, pod affinity, "
+            f"topology spread and volumes after {MATCH_TRIES} tries"
         )
 
     def tell(self) -> int:

@@ -1,10 +1,10 @@
 """What kube-scheduler checks on a node that the graph does not hold: pod counts, host
-ports, inter-pod affinity, topology spread and volume node affinity.
+ports, inter-pod affinity, topology spread and volumes.
 
 The queue pins each released pod to the node Fluxion chose, and kube-scheduler then
 refuses it there if the node is at its allocatable pod count, if a port the pod takes is
-taken, if pod (anti-)affinity rules the node out, or if one of its bound volumes cannot be
-reached from it (:mod:`fluence.volume_nodes`); a pinned pod's spread constraints
+taken, if pod (anti-)affinity rules the node out, or if one of its claims cannot have a
+volume there (:mod:`fluence.volume_nodes`); a pinned pod's spread constraints
 hold only if the queue keeps to them (:mod:`fluence.topology_spread`).
 :class:`PlacedOnNodes` follows the pods of every scheduler that are bound or released
 pinned to a node; once a round the queue takes a :class:`NodeRoom` from it, leaves out of
@@ -19,18 +19,11 @@ from dataclasses import dataclass, field
 
 from fluence.host_ports import HostPort, PortsByNode, clashes
 from fluence.pod_affinity import NodeLabels, PlacedPods, crowded
-from fluence.pods import Node, NodeSelectorTerm, Pod
+from fluence.pods import Node, Pod
 from fluence.scheduling.holdings import Holding
 from fluence.topology_spread import hard_constraints, unspread
 from fluence.topology_spread import refusing as spread_refusing
-from fluence.volume_nodes import unreachable
-
-VolumeTerms = Callable[[Pod], list[list[NodeSelectorTerm]]]
-"""A pod -> the node affinity terms of its bound volumes."""
-
-
-def no_volumes(pod: Pod) -> list[list[NodeSelectorTerm]]:
-    return []
+from fluence.volume_nodes import Storage, claim_keys, short, unmet, unreachable, volume_terms
 
 
 class PlacedOnNodes:
@@ -40,6 +33,9 @@ class PlacedOnNodes:
     def __init__(self) -> None:
         self._ports: dict[str, tuple[str, frozenset[HostPort]]] = {}
         self.affinity = PlacedPods()
+        self._claiming: dict[str, tuple[Pod, str]] = {}
+        """The placed pods that use claims: those still unbound take volumes kube-scheduler
+        has not bound yet."""
 
     def put(self, key: str, node: str, pod: Pod | None) -> None:
         """``pod`` is on ``node`` now (no pod or no node: it is gone, or not placed yet)."""
@@ -49,13 +45,17 @@ class PlacedOnNodes:
         else:
             self._ports.pop(key, None)
         self.affinity.put(key, node, pod)
+        if pod is not None and node and claim_keys(pod):
+            self._claiming[key] = (pod, node)
+        else:
+            self._claiming.pop(key, None)
 
     def room(
         self,
         limits: dict[str, int],
         held: Iterable[Holding],
         nodes: Callable[[], Mapping[str, Node]],
-        volumes: VolumeTerms = no_volumes,
+        storage: Storage | None = None,
     ) -> NodeRoom:
         """What one round works from: a copy, which the round's own placements add to."""
         taken = PortsByNode()
@@ -64,9 +64,13 @@ class PlacedOnNodes:
         placed = PlacedPods()
         placed.on = dict(self.affinity.on)
         placed.repelling = dict(self.affinity.repelling)
-        return NodeRoom(
-            limits, Counter(h.node for h in held if h.node), taken, placed, nodes, volumes
+        room = NodeRoom(
+            limits, Counter(h.node for h in held if h.node), taken, placed, nodes, storage
         )
+        if storage is not None and self._claiming:
+            # Released pods whose claims kube-scheduler has yet to bind will take volumes.
+            short(self._claiming.values(), room.nodes(), storage, room.volumes_taken)
+        return room
 
 
 @dataclass
@@ -79,7 +83,10 @@ class NodeRoom:
     ports: PortsByNode = field(default_factory=PortsByNode)
     placed: PlacedPods = field(default_factory=PlacedPods)
     read_nodes: Callable[[], Mapping[str, Node]] = dict
-    volumes: VolumeTerms = no_volumes
+    storage: Storage | None = None
+    """Claims, volumes and classes (None: volumes are left to kube-scheduler)."""
+    volumes_taken: set[str] = field(default_factory=set)
+    """Volumes pods placed before will bind to (by name)."""
     _nodes: Mapping[str, Node] | None = None
     _labels: NodeLabels | None = None
 
@@ -106,7 +113,7 @@ class NodeRoom:
     def refusing(self, pods: Sequence[Pod]) -> dict[str, set[str]]:
         """Per pod of ``pods``, the nodes that would refuse it: at their pod limit, one of
         its ports taken, ruled out by pod affinity with the pods placed, by its spread, or
-        that cannot reach one of its bound volumes."""
+        where one of its claims cannot have a volume."""
         full = self.full()
         out = {p.key: full | self.ports.refusing(p.host_ports) for p in pods}
         if self.placed.repelling or any(_has_affinity(p) for p in pods):
@@ -115,11 +122,22 @@ class NodeRoom:
         if any(hard_constraints(p) for p in pods):
             for key, nodes in spread_refusing(pods, self.nodes(), self.placed.on.values()).items():
                 out[key] |= nodes
+        storage = self.storage
         for p in pods:
-            terms = self.volumes(p)
+            terms = volume_terms(p, storage) if storage is not None and claim_keys(p) else []
             if terms:
                 out[p.key] |= {n for n, node in self.nodes().items() if unreachable(node, terms)}
         return out
+
+    def claims_unmet(self, pods: Sequence[Pod]) -> str:
+        """Why no node can take one of ``pods`` now for its volume claims ("" if none)."""
+        if self.storage is None:
+            return ""
+        for p in pods:
+            why = unmet(p, self.storage) if claim_keys(p) else ""
+            if why:
+                return f"pod {p.metadata.name}: {why}"
+        return ""
 
     def clashing(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> set[str]:
         """Nodes a match just made filled past their limit, or put members on that take
@@ -134,9 +152,34 @@ class NodeRoom:
             out |= unspread(matched, self.nodes(), self.placed.on.values())
         return out
 
+    def unmet(
+        self,
+        placed: Mapping[str, Holding],
+        pods: Mapping[str, Pod],
+        left_out: Mapping[str, set[str]],
+    ) -> dict[str, set[str]]:
+        """Members a match put where their claims would not each get a volume of their own
+        (more claims than local volumes left): per member, the node to leave out of the
+        next match for it alone (the others may still take the volumes there). Members
+        with the fewest nodes left (``left_out``) get the volumes first."""
+        if self.storage is None:
+            return {}
+        matched = [(pods[k], h.node) for k, h in placed.items() if k in pods and h.node]
+        claiming = [(p, n) for p, n in matched if claim_keys(p)]
+        if not claiming:
+            return {}
+        claiming.sort(key=lambda pn: -len(left_out.get(pn[0].key, ())))
+        missed = short(claiming, self.nodes(), self.storage, set(self.volumes_taken))
+        return {key: {node} for key, node in missed.items()}
+
     def take(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> None:
         """A match is kept: the round's next groups see its pods, ports and labels."""
         self.counts.update(h.node for h in placed.values() if h.node)
+        if self.storage is not None:
+            claiming = [(pods[k], h.node) for k, h in placed.items() if k in pods and h.node]
+            claiming = [(p, n) for p, n in claiming if claim_keys(p)]
+            if claiming:
+                short(claiming, self.nodes(), self.storage, self.volumes_taken)
         for key, h in placed.items():
             pod = pods.get(key)
             if pod is not None and h.node:

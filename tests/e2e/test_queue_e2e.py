@@ -32,7 +32,9 @@ import yaml
 from kubernetes.client import (
     ApiClient,
     BatchV1Api,
+    ResourceV1Api,
     SchedulingV1Api,
+    StorageV1Api,
     V1ObjectMeta,
     V1PriorityClass,
 )
@@ -63,8 +65,10 @@ GANG_TIMEOUT = 12
 """FLUENCE_GANG_TIMEOUT of the extender the requeue tests restart: released groups not all
 bound this many seconds after their release are evicted."""
 
-MISSING_CLAIM = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]}
-"""A volume whose claim does not exist: kube-scheduler refuses the pod wherever it is pinned."""
+MISSING_DEVICES = {"resourceClaims": [{"name": "devices", "resourceClaimName": "missing"}]}
+"""A device claim (DRA) that does not exist: the queue leaves devices to kube-scheduler and
+releases the pod, and kube-scheduler holds it back wherever it is pinned. (A missing
+volume claim the queue sees itself: it keeps such a pod waiting.)"""
 
 
 @pytest.fixture(scope="module")
@@ -249,20 +253,26 @@ def released_condition(suite: Suite, name: str) -> dict[str, Any] | None:
 
 def released_and_refused(suite: Suite, name: str, node: str) -> None:
     """Wait until the queue has released ``name`` pinned to ``node`` and kube-scheduler has
-    refused it there for its missing claim."""
+    held it back for its missing device claim."""
     wait_released(suite, name)
     assert_released_to(suite.get(name), node)
     wait_for(
-        partial(refused_for, suite, name, "missing"),
+        partial(held_for_devices, suite, name),
         30,
-        "kube-scheduler to refuse the pod for its claim",
+        "kube-scheduler to hold the pod back for its device claim",
         partial(suite.describe, name),
     )
 
 
-def refused_for(suite: Suite, name: str, text: str) -> bool:
-    """kube-scheduler reports the pod unschedulable, with ``text`` in its message."""
-    return text in suite.unschedulable_message(name)
+def held_for_devices(suite: Suite, name: str, claim: str = "missing") -> bool:
+    """kube-scheduler keeps the pod out of scheduling: its device claim ``claim`` does not
+    exist (its DynamicResources plugin says so in its log; the pod's condition still
+    speaks of the gate it had)."""
+    pod, want = f'pod="{suite.ns}/{name}"', f"{suite.ns}/{claim}"
+    return any(
+        pod in line and "could not find ResourceClaim" in line and want in line
+        for line in suite.stack.scheduler.process.log_tail(3000).splitlines()
+    )
 
 
 def gone(suite: Suite, name: str) -> bool:
@@ -527,11 +537,11 @@ def test_a_higher_priority_pod_starts_before_earlier_ones(suite: Suite) -> None:
 
 
 def test_a_released_pod_not_bound_yet_is_held_again_after_a_restart(suite: Suite) -> None:
-    """kube-scheduler refuses the released pod (its volume claim does not exist), so it
+    """kube-scheduler holds the released pod back (its device claim does not exist), so it
     stays released and unbound. A restarted extender holds it again where its record
     says, and does not give that room to another pod until it is gone."""
     (node,) = suite.add_nodes(1, cpu="4")
-    gated_pod(suite, "stuck", cpu="3", spec=MISSING_CLAIM)
+    gated_pod(suite, "stuck", cpu="3", spec=MISSING_DEVICES)
     released_and_refused(suite, "stuck", node)
     assert suite.node_of("stuck") == ""
     key = f"{suite.ns}/stuck"
@@ -722,13 +732,13 @@ def test_a_released_gang_one_member_cannot_bind_is_evicted_whole(
     short_gang_timeout: float, suite: Suite
 ) -> None:
     """Both members of a label gang are released; kube-scheduler binds one and refuses the
-    other (its volume claim does not exist). A gang timeout after the release the queue
+    other (its device claim does not exist). A gang timeout after the release the queue
     evicts the whole group, the bound member too, and says why in an Event on each."""
     suite.add_nodes(2, cpu="4")
     lab = {names.LABEL_GROUP: "pair"}
     ann = {names.ANNOTATION_GROUP_SIZE: "2"}
     gated_pod(suite, "pair-0", cpu="1", labels=lab, annotations=ann)
-    gated_pod(suite, "pair-1", cpu="1", labels=lab, annotations=ann, spec=MISSING_CLAIM)
+    gated_pod(suite, "pair-1", cpu="1", labels=lab, annotations=ann, spec=MISSING_DEVICES)
     pair = ("pair-0", "pair-1")
     for p in pair:
         wait_released(suite, p)
@@ -737,9 +747,9 @@ def test_a_released_gang_one_member_cannot_bind_is_evicted_whole(
     node = suite.wait_bound("pair-0")["pair-0"]
     assert_released_to(suite.get("pair-0"), node)
     wait_for(
-        lambda: "missing" in suite.unschedulable_message("pair-1"),
+        partial(held_for_devices, suite, "pair-1"),
         30,
-        "kube-scheduler to refuse the second member for its claim",
+        "kube-scheduler to hold the second member back for its device claim",
         lambda: suite.describe("pair-1"),
     )
     stuck = suite.get("pair-1")
@@ -782,41 +792,36 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
     short_gang_timeout: float, suite: Suite
 ) -> None:
     """A Job's gang (template gated by the queue, as the webhook would make it) is released,
-    and kube-scheduler refuses both pods: their claim does not exist yet. After the gang
-    timeout the queue evicts them; once they are gone the claim is made; the Job controller
-    makes the pods again, gated from the template, and the queue releases them and they run."""
+    and kube-scheduler holds both pods back: their device claim does not exist yet. After
+    the gang timeout the queue evicts them; once they are gone the claim is made; the Job
+    controller makes the pods again, gated from the template, and the queue releases them,
+    kube-scheduler allocates the claim, and they run."""
     suite.add_nodes(2, cpu="4")
     core = suite.core
     batch = BatchV1Api(core.api_client)
-    volume = f"fluence-e2e-{suite.id}"
-    # The volume the Job's claim will name, reserved for it: the persistent volume binder
-    # controller binds the two once the claim is made. The client takes a dict body as it
-    # is; its typed signatures want models.
-    pv: Any = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": volume},
+    dra = ResourceV1Api(core.api_client)
+    # One device every node reaches, of a class of its own; the claim the Job's pods share
+    # asks for it. The client takes dict bodies as they are; its typed signatures want models.
+    name, driver = f"fluence-e2e-{suite.id}", f"e2e-{suite.id}.fluence.example"
+    device_class: Any = {
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
+    devices: Any = {
+        "metadata": {"name": name},
         "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
-            "persistentVolumeReclaimPolicy": "Retain",
-            "hostPath": {"path": f"/tmp/{volume}"},
-            "claimRef": {"namespace": suite.ns, "name": "data"},
+            "driver": driver,
+            "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [{"name": "dev-0"}],
         },
     }
     claim: Any = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
         "metadata": {"name": "data"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
-            "volumeName": volume,
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
+        "spec": {"devices": {"requests": [{"name": "dev", "exactly": {"deviceClassName": name}}]}},
     }
-    core.create_persistent_volume(pv)
+    dra.create_device_class(device_class)
+    dra.create_resource_slice(devices)
     template = pod_body("unused", {"cpu": "1", "memory": "64Mi"}, suite.id)
     template["metadata"] = {
         "labels": {names.LABEL_GROUP: "sweep"},
@@ -829,7 +834,7 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
     template["spec"].update(
         restartPolicy="Never",
         schedulingGates=[{"name": names.QUEUE_GATE}],
-        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        resourceClaims=[{"name": "devices", "resourceClaimName": "data"}],
     )
     job: Any = {
         "apiVersion": "batch/v1",
@@ -868,9 +873,9 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
             assert_released_to(pod, record_of(pod)["node"])
             assert record_of(pod)["group"] == f"{suite.ns}/sweep"
             wait_for(
-                partial(refused_for, suite, p, '"data" not found'),
+                partial(held_for_devices, suite, p, "data"),
                 30,
-                f"kube-scheduler to refuse {p} for its claim",
+                f"kube-scheduler to hold {p} back for its device claim",
                 partial(suite.describe, p),
             )
         assert all(not suite.node_of(p) for p in first)
@@ -891,7 +896,7 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
             assert event.involved_object.uid == uids[p]
             assert f"group {suite.ns}/sweep evicted to queue again" in event.message
         # Now the claim exists: the pods the Job controller makes again can bind.
-        core.create_namespaced_persistent_volume_claim(suite.ns, claim)
+        dra.create_namespaced_resource_claim(suite.ns, claim)
 
         again: list[str] = wait_for(
             lambda: two(exclude=first),
@@ -923,15 +928,16 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
     finally:
         with contextlib.suppress(ApiException):
             batch.delete_namespaced_job("sweep", suite.ns, propagation_policy="Background")
-        core.delete_persistent_volume(volume)
+        dra.delete_resource_slice(name)
+        dra.delete_device_class(name)
 
 
 def test_a_released_pod_whose_node_is_deleted_is_evicted(suite: Suite) -> None:
-    """The pod is released pinned to the one node and refused there (its claim does not
-    exist); the node is deleted. The queue evicts the pod within seconds, long before the
+    """The pod is released pinned to the one node and held back there (its device claim
+    does not exist); the node is deleted. The queue evicts the pod within seconds, long before the
     gang timeout (600 s here), and says its node is gone."""
     (node,) = suite.add_nodes(1, cpu="4")
-    gated_pod(suite, "orphan", cpu="1", spec=MISSING_CLAIM)
+    gated_pod(suite, "orphan", cpu="1", spec=MISSING_DEVICES)
     released_and_refused(suite, "orphan", node)
     uid = suite.get("orphan")["metadata"]["uid"]
     assert suite.state_pods()[f"{suite.ns}/orphan"]["node"] == node
@@ -1186,3 +1192,79 @@ def test_pods_of_a_volume_one_node_reaches_are_released_to_that_node(suite: Suit
     finally:
         with contextlib.suppress(ApiException):
             suite.core.delete_persistent_volume(pv)
+
+
+def local_volume(name: str, node: str, storage_class: str) -> dict[str, Any]:
+    """A 1Gi local PersistentVolume of ``storage_class`` that only ``node`` reaches."""
+    reach = {"key": names.LABEL_HOSTNAME, "operator": "In", "values": [node]}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "local": {"path": f"/mnt/{name}"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [reach]}]}},
+        },
+    }
+
+
+def test_gang_claims_waiting_for_their_first_consumer_each_get_a_local_volume(
+    suite: Suite,
+) -> None:
+    """A class without a provisioner that binds on first use (as local disks are run);
+    local volumes: one on node 0, two on node 2, none on node 1. A gang of three gated
+    pods with a claim each fits any node by cpu, but only one-and-two on nodes 0 and 2
+    gives each claim a volume of its own: the queue releases it so, and kube-scheduler
+    binds each claim to a volume of its pod's node and refuses none."""
+    nodes = suite.add_nodes(3, cpu="4")
+    cls = f"local-{suite.id}"
+    storage = StorageV1Api(suite.core.api_client)
+    storage.create_storage_class(
+        {
+            "metadata": {"name": cls},
+            "provisioner": names.NO_PROVISIONER,
+            "volumeBindingMode": names.WAIT_FOR_FIRST_CONSUMER,
+        }
+    )
+    volumes = {f"{cls}-0": nodes[0], f"{cls}-2a": nodes[2], f"{cls}-2b": nodes[2]}
+    try:
+        for name, node in volumes.items():
+            suite.core.create_persistent_volume(local_volume(name, node, cls))
+        lab = {names.LABEL_GROUP: "disks"}
+        ann = {names.ANNOTATION_GROUP_SIZE: "3"}
+        members = [f"disk-{i}" for i in range(3)]
+        for i, pod in enumerate(members):
+            suite.core.create_namespaced_persistent_volume_claim(
+                suite.ns,
+                {
+                    "metadata": {"name": f"data-{i}"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": cls,
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    },
+                },
+            )
+            claim = {"persistentVolumeClaim": {"claimName": f"data-{i}"}}
+            spec = {"volumes": [{"name": "data", **claim}]}
+            gated_pod(suite, pod, spec=spec, labels=lab, annotations=ann)
+        placed = suite.wait_bound(*members, timeout=90)
+        assert sorted(placed.values()) == sorted([nodes[0], nodes[2], nodes[2]]), placed
+        for i, pod in enumerate(members):
+            assert_released_to(suite.get(pod), placed[pod])
+
+            def bound(i: int = i) -> str:
+                c = suite.core.read_namespaced_persistent_volume_claim(f"data-{i}", suite.ns)
+                return str(c.spec.volume_name or "") if c.status.phase == "Bound" else ""
+
+            wait_for(bound, 60, f"claim data-{i} to be bound")
+            assert volumes[bound()] == placed[pod], (pod, bound(), placed)
+        events = suite.core.list_namespaced_event(suite.ns).items
+        assert not [e.message for e in events if e.reason == "FailedScheduling"]
+    finally:
+        for name in volumes:
+            with contextlib.suppress(ApiException):
+                suite.core.delete_persistent_volume(name)
+        with contextlib.suppress(ApiException):
+            storage.delete_storage_class(cls)

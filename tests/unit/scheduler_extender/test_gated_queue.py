@@ -13,7 +13,7 @@ from fluence import names, resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.groups import GroupRef, PodsByGroup
 from fluence.ledger import Ledger
-from fluence.pods import NodeSelectorTerm, Pod, PodGroup, decode_node, decode_pod
+from fluence.pods import Pod, PodGroup, decode_node, decode_pod
 from fluence.reflectors import DELETED, MODIFIED
 from fluence.scheduling.holdings import TENTATIVE
 from fluence.scheduling.record import RecordSeal
@@ -23,6 +23,7 @@ from scheduler_extender.gated_queue import GatedQueue
 from scheduler_extender.scheduling import ReleaseRefused, Scheduler
 from tests.support.admission import apply_patch
 from tests.unit.fluence.test_pods import make_node, make_pod
+from tests.unit.fluence.test_volume_nodes import BOUND, claim, storage, volume
 
 EXAMPLES = resources.load("examples/resources.yaml")
 GATE = {"name": names.QUEUE_GATE}
@@ -722,10 +723,7 @@ def test_a_spread_that_needs_a_domain_missing_keeps_the_pod_waiting() -> None:
 
 def test_a_pod_whose_bound_volume_is_local_to_a_node_is_released_there() -> None:
     api, queue, ledger = cluster(nodes=3)
-    only = {
-        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]
-    }
-    queue.volumes = lambda pod: [[decode_node_term(only)]] if pod.spec.volumes else []
+    queue.storage = storage([claim("scratch", "pv-n2", annotations=BOUND)], [volume("pv-n2", "n2")])
     for i in range(3):
         doc = gated(f"v{i}", cpu="1", created=i)
         doc["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "scratch"}}]
@@ -734,8 +732,41 @@ def test_a_pod_whose_bound_volume_is_local_to_a_node_is_released_there() -> None
         assert bind(api, ledger, key) == "n2"
 
 
-def decode_node_term(term: dict[str, Any]) -> Any:
-    return msgspec.json.decode(json.dumps(term), type=NodeSelectorTerm)
+def test_gang_members_waiting_for_local_volumes_get_one_each() -> None:
+    """Three members with claims of a class without a provisioner; local volumes: one on
+    n0, two on n2, none on n1. Fluxion packs them on n0 first, where only one gets a
+    volume: the two left without are kept off n0 alone, and the gang is released as
+    one on n0 and two on n2, where kube-scheduler finds a volume for each."""
+    api, queue, ledger = cluster(nodes=3)
+    queue.storage = storage(
+        [claim(f"d{i}") for i in range(3)],
+        [volume("pv-n0", "n0"), volume("pv-n2a", "n2"), volume("pv-n2b", "n2")],
+    )
+    for i in range(3):
+        doc = gated(f"m{i}", cpu="1", created=i, labels=GANG, size=3)
+        doc["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": f"d{i}"}}]
+        api.put(doc)
+    assert len(round_trip(queue)) == 3, queue.waiting
+    on = sorted(bind(api, ledger, f"default/m{i}") for i in range(3))
+    assert on == ["n0", "n2", "n2"], on
+
+
+def test_a_pod_whose_claim_has_no_volume_yet_waits_until_one_is_made() -> None:
+    api, queue, ledger = cluster(nodes=3)
+    volumes: list[Any] = []
+    queue.storage = storage([claim("d")], volumes)
+    doc = gated("lonely", cpu="1")
+    doc["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]
+    api.put(doc)
+    assert round_trip(queue) == []
+    (w,) = queue.waiting
+    assert (
+        w.reason == "pod lonely: no available volume fits claim d, and its class local makes none"
+    )
+    volumes.append(volume("pv-n1", "n1"))
+    queue.storage = storage([claim("d")], volumes)
+    assert round_trip(queue) == ["default/lonely"]
+    assert bind(api, ledger, "default/lonely") == "n1"
 
 
 def test_a_node_one_member_may_not_use_stays_open_to_the_others() -> None:
@@ -743,10 +774,7 @@ def test_a_node_one_member_may_not_use_stays_open_to_the_others() -> None:
     takes a port a running pod holds on n0. Each is kept off its own nodes alone, so the
     gang fits (kept off the union, it would need n2 for all three)."""
     api, queue, ledger = cluster(nodes=3)
-    only = {
-        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]
-    }
-    queue.volumes = lambda pod: [[decode_node_term(only)]] if pod.spec.volumes else []
+    queue.storage = storage([claim("scratch", "pv-n2", annotations=BOUND)], [volume("pv-n2", "n2")])
     holder = ports(gated("holder", cpu="1", created=0), 8080)
     holder["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n0"}
     api.put(holder)
