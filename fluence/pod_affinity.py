@@ -10,16 +10,17 @@ to match on distinct nodes, and :func:`crowded` the nodes to leave out when a ma
 members together that kube-scheduler would keep apart (or apart that it would keep
 together).
 
-A term's ``namespaceSelector`` with requirements is read as "every namespace" for
-anti-affinity (it can only keep more pods apart) and is not checked for affinity
-(kube-scheduler decides; a group it refuses is requeued after the gang timeout):
-namespace labels are not watched.
+A term picks pods of the namespaces it lists and of those its ``namespaceSelector``
+picks by their labels (:data:`NamespaceLabels`, from the watched namespaces). Without
+namespace labels (members of one group matched apart by :func:`repelling`), a selector
+with requirements is read as "every namespace" for anti-affinity (it can only keep more
+pods apart) and is not checked for affinity.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import msgspec
 
@@ -30,6 +31,8 @@ from fluence.pods import LabelSelector, Pod, PodAffinityTerm
 Labels = Mapping[str, str]
 NodeLabels = Mapping[str, Labels]
 """Node name -> its labels."""
+NamespaceLabels = Callable[[str], Labels]
+"""Namespace name -> its labels (empty when it is not known)."""
 
 
 LABEL_OPERATORS = frozenset(("In", "NotIn", "Exists", "DoesNotExist"))
@@ -48,13 +51,19 @@ def selects(selector: LabelSelector | None, labels: Labels) -> bool:
     )
 
 
-def term_selects(owner: Pod, term: PodAffinityTerm, pod: Pod) -> bool:
+def term_selects(
+    owner: Pod, term: PodAffinityTerm, pod: Pod, namespaces: NamespaceLabels | None = None
+) -> bool:
     """Does ``owner``'s term pick ``pod`` (its namespaces, then its label selector)?"""
     ns = pod.metadata.namespace
-    everywhere = term.namespace_selector is not None
-    if not everywhere and ns not in (term.namespaces or [owner.metadata.namespace]):
-        return False
-    return selects(term.label_selector, pod.metadata.labels)
+    sel = term.namespace_selector
+    if sel is None:
+        picked = ns in (term.namespaces or [owner.metadata.namespace])
+    elif namespaces is None:
+        picked = True
+    else:
+        picked = ns in term.namespaces or selects(sel, namespaces(ns))
+    return picked and selects(term.label_selector, pod.metadata.labels)
 
 
 def _domain(labels_of: NodeLabels, node: str, key: str) -> str | None:
@@ -69,7 +78,8 @@ def _nodes_in(labels_of: NodeLabels, key: str, values: set[str]) -> set[str]:
 class PlacedPods:
     """Pods bound to a node or released pinned to one (not ended): what affinity looks at."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespaces: NamespaceLabels | None = None) -> None:
+        self.namespaces = namespaces
         self.on: dict[str, tuple[str, Pod]] = {}
         """Pod key -> (node, pod)."""
         self.repelling: dict[str, tuple[str, Pod]] = {}
@@ -112,7 +122,7 @@ class PlacedPods:
         for node, other in self.repelling.values():
             for term in other.anti_affinity_terms:
                 value = _domain(labels_of, node, term.topology_key)
-                if value is not None and term_selects(other, term, pod):
+                if value is not None and term_selects(other, term, pod, self.namespaces):
                     out |= _nodes_in(labels_of, term.topology_key, {value})
         return out
 
@@ -125,7 +135,7 @@ class PlacedPods:
                 for key, (node, other) in self.on.items()
                 if key not in mine
                 and (v := _domain(labels_of, node, term.topology_key)) is not None
-                and term_selects(pod, term, other)
+                and term_selects(pod, term, other, self.namespaces)
             }
             out |= _nodes_in(labels_of, term.topology_key, values)
         return out
@@ -137,20 +147,20 @@ class PlacedPods:
         are none and the pod is picked by its own terms (the first of a set that keeps
         together), any node with the terms' topology labels will do.
         """
-        terms = pod.affinity_terms
-        if any(t.namespace_selector is not None and _has_rules(t) for t in terms):
+        terms, ns = pod.affinity_terms, self.namespaces
+        if ns is None and any(_has_rules(t) for t in terms):
             return set()
         values: dict[str, set[str]] = {t.topology_key: set() for t in terms}
         found = False
         for key, (node, other) in self.on.items():
-            if key in mine or not all(term_selects(pod, t, other) for t in terms):
+            if key in mine or not all(term_selects(pod, t, other, ns) for t in terms):
                 continue
             for t in terms:
                 v = _domain(labels_of, node, t.topology_key)
                 if v is not None:
                     values[t.topology_key].add(v)
                     found = True
-        if not found and all(term_selects(pod, t, pod) for t in terms):
+        if not found and all(term_selects(pod, t, pod, ns) for t in terms):
             return {n for n, labels in labels_of.items() if any(k not in labels for k in values)}
         return {
             n
@@ -175,7 +185,11 @@ def repelling(pods: Sequence[Pod]) -> list[tuple[str, str]]:
     return pairs
 
 
-def crowded(placed: Iterable[tuple[Pod, str]], labels_of: NodeLabels) -> set[str]:
+def crowded(
+    placed: Iterable[tuple[Pod, str]],
+    labels_of: NodeLabels,
+    namespaces: NamespaceLabels | None = None,
+) -> set[str]:
     """Nodes to leave out of a group's next match, where the one just made put members in
     one domain that one's anti-affinity keeps apart, or members that only keep together
     by each other's company (their affinity finds no pod placed before) in several."""
@@ -183,29 +197,40 @@ def crowded(placed: Iterable[tuple[Pod, str]], labels_of: NodeLabels) -> set[str
     out: set[str] = set()
     for i, (a, node_a) in enumerate(members):
         for b, node_b in members[i + 1 :]:
-            if _repels(a, node_a, b, node_b, labels_of) or _repels(b, node_b, a, node_a, labels_of):
+            if _repels(a, node_a, b, node_b, labels_of, namespaces) or _repels(
+                b, node_b, a, node_a, labels_of, namespaces
+            ):
                 out.add(node_b)
-    return out | _scattered(members, labels_of)
+    return out | _scattered(members, labels_of, namespaces)
 
 
-def _repels(a: Pod, node_a: str, b: Pod, node_b: str, labels_of: NodeLabels) -> bool:
+def _repels(
+    a: Pod,
+    node_a: str,
+    b: Pod,
+    node_b: str,
+    labels_of: NodeLabels,
+    namespaces: NamespaceLabels | None,
+) -> bool:
     """Does ``a``'s anti-affinity pick ``b`` in the domain they share?"""
     for term in a.anti_affinity_terms:
         value = _domain(labels_of, node_a, term.topology_key)
         same = value is not None and value == _domain(labels_of, node_b, term.topology_key)
-        if same and term_selects(a, term, b):
+        if same and term_selects(a, term, b, namespaces):
             return True
     return False
 
 
-def _scattered(members: list[tuple[Pod, str]], labels_of: NodeLabels) -> set[str]:
+def _scattered(
+    members: list[tuple[Pod, str]], labels_of: NodeLabels, namespaces: NamespaceLabels | None
+) -> set[str]:
     """For members whose affinity picks other members: the nodes of those outside the
     domain most of them are in (kube-scheduler lets the first in anywhere, then the rest
     only into its domain)."""
     out: set[str] = set()
     for a, _ in members:
         for term in a.affinity_terms:
-            kin = [(b, n) for b, n in members if term_selects(a, term, b)]
+            kin = [(b, n) for b, n in members if term_selects(a, term, b, namespaces)]
             if len(kin) < 2:
                 continue
             counts = Counter(_domain(labels_of, n, term.topology_key) for _, n in kin)

@@ -351,6 +351,12 @@ class Node(msgspec.Struct, omit_defaults=True):
         return self.metadata.name
 
 
+class Namespace(msgspec.Struct, omit_defaults=True):
+    """A namespace: its labels are what pod affinity's ``namespaceSelector`` picks by."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
 class ClaimResources(msgspec.Struct, omit_defaults=True):
     requests: dict[str, str | int | float] = {}
 
@@ -640,6 +646,7 @@ def decode_node(data: bytes | str) -> Node:
 _claim_decoder = msgspec.json.Decoder(PersistentVolumeClaim)
 _volume_decoder = msgspec.json.Decoder(PersistentVolume)
 _storage_class_decoder = msgspec.json.Decoder(StorageClass)
+_namespace_decoder = msgspec.json.Decoder(Namespace)
 
 
 def decode_claim(data: bytes | str) -> PersistentVolumeClaim:
@@ -648,6 +655,10 @@ def decode_claim(data: bytes | str) -> PersistentVolumeClaim:
 
 def decode_volume(data: bytes | str) -> PersistentVolume:
     return _volume_decoder.decode(data)
+
+
+def decode_namespace(data: bytes | str) -> Namespace:
+    return _namespace_decoder.decode(data)
 
 
 def decode_storage_class(data: bytes | str) -> StorageClass:

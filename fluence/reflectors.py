@@ -22,6 +22,7 @@ import msgspec
 from fluence import groups, names, untrusted
 from fluence.pods import (
     CompositePodGroup,
+    Namespace,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -30,6 +31,7 @@ from fluence.pods import (
     StorageClass,
     decode_claim,
     decode_compositepodgroup,
+    decode_namespace,
     decode_node,
     decode_pod,
     decode_podgroup,
@@ -387,6 +389,14 @@ class ClusterReflectors:
             name="storageclasses",
             kind="StorageClass",
         )
+        self.namespaces: Reflector[Namespace] = Reflector(
+            api,
+            "/api/v1/namespaces",
+            decode_namespace,
+            lambda n: n.metadata.name,
+            name="namespaces",
+            kind="Namespace",
+        )
         self.storage = Storage(
             self.claims.get, self.volumes.get, self.volumes.items, self.storage_classes.get
         )
@@ -397,6 +407,7 @@ class ClusterReflectors:
             self.claims,
             self.volumes,
             self.storage_classes,
+            self.namespaces,
             *self.podgroups,
             self.x_podgroups,
             self.composites,
@@ -443,6 +454,12 @@ class ClusterReflectors:
             if found is not None:
                 return found
         return None
+
+    def namespace_labels(self, name: str) -> dict[str, str]:
+        """A namespace's labels ({} while it is not known): what pod affinity's
+        ``namespaceSelector`` picks by."""
+        ns = self.namespaces.get(name)
+        return ns.metadata.labels if ns is not None else {}
 
     # CompositeView
     def composite(self, namespace: str, name: str) -> CompositePodGroup | None:

@@ -118,11 +118,19 @@ def main(argv: list[str] | None = None) -> None:
         conditions=api_condition_writer(api),
         acquisitions=acquisitions,
         storage=cache.storage,
+        namespaces=cache.namespace_labels,
     )
     if settings.queue:
         cache.pods.add_handler(gated.on_pod)
-        # A node added, a claim bound or a volume made may let a waiting pod go.
-        for store in (cache.nodes, cache.claims, cache.volumes, cache.storage_classes):
+        # A node added, a claim bound, a volume made or a namespace labelled may let a
+        # waiting pod go.
+        for store in (
+            cache.nodes,
+            cache.claims,
+            cache.volumes,
+            cache.storage_classes,
+            cache.namespaces,
+        ):
             store.add_handler(gated.on_change)
     leadership: LeaseElector | AlwaysLeader = AlwaysLeader()
     if settings.queue and settings.queue_lease_namespace:

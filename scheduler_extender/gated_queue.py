@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from fluence import groups, names, telemetry
 from fluence.json_patch import PatchOp
 from fluence.pinning import release_ops
+from fluence.pod_affinity import NamespaceLabels
 from fluence.pods import Pod
 from fluence.reflectors import DELETED
 from fluence.scheduling.holdings import Holding
@@ -162,6 +163,7 @@ class GatedQueue:
         tell_after: float = DEFAULT_TELL_AFTER,
         acquisitions: Acquisitions | None = None,
         storage: Storage | None = None,
+        namespaces: NamespaceLabels | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
@@ -190,7 +192,7 @@ class GatedQueue:
         """Group key -> when a reason was last written on its pods."""
         self._pinned: dict[str, Pod] = {}
         """Released pods of ours not bound yet, by key."""
-        self._placed = PlacedOnNodes()
+        self._placed = PlacedOnNodes(namespaces)
         """Pods of any scheduler bound to a node or released pinned there: their host ports
         and what pod affinity counts."""
         self._pinned_since: dict[str, float] = {}

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fluence.host_ports import HostPort, PortsByNode, clashes
-from fluence.pod_affinity import NodeLabels, PlacedPods, crowded
+from fluence.pod_affinity import NamespaceLabels, NodeLabels, PlacedPods, crowded
 from fluence.pods import Node, Pod
 from fluence.scheduling.holdings import Holding
 from fluence.topology_spread import hard_constraints, unspread
@@ -30,9 +30,9 @@ class PlacedOnNodes:
     """Pods of any scheduler bound to a node or released pinned to one (not ended): the
     host ports they take and the pods pod affinity counts. Callers serialise access."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespaces: NamespaceLabels | None = None) -> None:
         self._ports: dict[str, tuple[str, frozenset[HostPort]]] = {}
-        self.affinity = PlacedPods()
+        self.affinity = PlacedPods(namespaces)
         self._claiming: dict[str, tuple[Pod, str]] = {}
         """The placed pods that use claims: those still unbound take volumes kube-scheduler
         has not bound yet."""
@@ -61,7 +61,7 @@ class PlacedOnNodes:
         taken = PortsByNode()
         for node, used in self._ports.values():
             taken.add(node, used)
-        placed = PlacedPods()
+        placed = PlacedPods(self.affinity.namespaces)
         placed.on = dict(self.affinity.on)
         placed.repelling = dict(self.affinity.repelling)
         room = NodeRoom(
@@ -147,7 +147,7 @@ class NodeRoom:
         out = self.past(mine) | _meeting(placed.values(), pods)
         matched = [(pods[k], h.node) for k, h in placed.items() if k in pods and h.node]
         if any(_has_affinity(p) for p, _ in matched):
-            out |= crowded(matched, self.labels())
+            out |= crowded(matched, self.labels(), self.placed.namespaces)
         if any(hard_constraints(p) for p, _ in matched):
             out |= unspread(matched, self.nodes(), self.placed.on.values())
         return out

@@ -1107,6 +1107,37 @@ def test_pod_affinity_is_kept_where_the_queue_releases_pods(suite: Suite) -> Non
     assert not [e.message for e in events if e.reason == "FailedScheduling"]
 
 
+def test_pod_affinity_picks_namespaces_by_their_labels(suite: Suite) -> None:
+    """A pod drawn to a db in the namespaces labelled with the suite's tier (the term
+    lists another namespace too) goes to the db's node; one kept off it by the same
+    selector goes elsewhere. The queue reads the namespace's labels as kube-scheduler
+    does; it refuses neither."""
+    nodes = suite.add_nodes(3, cpu="4")
+    tier = {"fluence-e2e-tier": suite.id}
+    suite.core.patch_namespace(suite.ns, {"metadata": {"labels": tier}})
+    pin = {"nodeSelector": {SUITE_LABEL: suite.id, names.LABEL_HOSTNAME: nodes[2]}}
+    gated_pod(suite, "db", labels={"app": "db"}, spec=pin)
+    assert suite.wait_bound("db", timeout=60) == {"db": nodes[2]}
+
+    def rule(kind: str) -> dict[str, Any]:
+        term = {
+            "labelSelector": {"matchLabels": {"app": "db"}},
+            "namespaces": [f"{suite.ns}-elsewhere"],
+            "namespaceSelector": {"matchLabels": tier},
+            "topologyKey": names.LABEL_HOSTNAME,
+        }
+        return {"affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+
+    gated_pod(suite, "near", spec=rule("podAffinity"))
+    gated_pod(suite, "away", spec=rule("podAntiAffinity"))
+    placed = suite.wait_bound("near", "away", timeout=60)
+    assert placed["near"] == nodes[2] and placed["away"] != nodes[2], placed
+    for p, node in placed.items():
+        assert_released_to(suite.get(p), node)
+    events = suite.core.list_namespaced_event(suite.ns).items
+    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+
+
 def test_pods_spread_per_node_are_released_evenly(suite: Suite) -> None:
     """Two web pods run on the first node; four more, spread per node with maxSkew 1
     (DoNotSchedule), are released two to each of the other nodes, which kube-scheduler's

@@ -46,6 +46,7 @@ EXTENDER = rights(
     ("persistentvolumeclaims", "get list watch"),  # fluence.reflectors (fluence.volume_nodes)
     ("persistentvolumes", "get list watch"),  # fluence.reflectors (fluence.volume_nodes)
     ("storageclasses.storage.k8s.io", "get list watch"),  # fluence.reflectors (volume_nodes)
+    ("namespaces", "get list watch"),  # fluence.reflectors (fluence.pod_affinity)
     ("pods/binding", "create"),  # scheduler_extender.binder
     ("pods/eviction", "create"),  # scheduler_extender.eviction
     ("pods/status", "patch"),  # scheduler_extender.requeue

@@ -161,3 +161,51 @@ def test_members_that_keep_together_are_crowded_out_of_all_but_one_domain() -> N
     kin = [pod(f"k{i}", app="kin", near=[term(ZONE, app="kin")]) for i in range(3)]
     assert crowded(list(zip(kin, ["n1", "n3", "n2"], strict=True)), LABELS) == {"n3"}
     assert crowded(list(zip(kin, ["n1", "n2", "n1"], strict=True)), LABELS) == set()
+
+
+NAMESPACE_LABELS = {"prod": {"tier": "prod"}, "team": {"tier": "dev"}}
+
+
+def by_tier(key: str, tier: str, ns: list[str] | None = None, **match: str) -> Any:
+    """A term that picks the namespaces of one tier (by their labels) and those it lists."""
+    t = term(key, ns, **match)
+    t["namespaceSelector"] = {"matchLabels": {"tier": tier}}
+    return t
+
+
+def test_a_namespace_selector_picks_namespaces_by_their_labels() -> None:
+    owner = pod("o", "team")
+    t = PodAffinityTerm(
+        LabelSelector(match_labels={"app": "db"}),
+        namespaces=["default"],
+        namespace_selector=LabelSelector(match_labels={"tier": "prod"}),
+        topology_key=HOST,
+    )
+    labels = lambda ns: NAMESPACE_LABELS.get(ns, {})  # noqa: E731
+    in_prod, in_team = pod("a", "prod", app="db"), pod("b", "team", app="db")
+    listed, unknown = pod("c", "default", app="db"), pod("d", "nowhere", app="db")
+    assert term_selects(owner, t, in_prod, labels)
+    assert term_selects(owner, t, listed, labels)  # the list and the selector add up
+    assert not term_selects(owner, t, in_team, labels)
+    assert not term_selects(owner, t, unknown, labels)
+    # Without namespace labels a selector with requirements picks every namespace.
+    assert term_selects(owner, t, in_team)
+
+
+def test_affinity_and_anti_affinity_by_namespace_labels_keep_to_the_placed_pods() -> None:
+    there = PlacedPods(lambda ns: NAMESPACE_LABELS.get(ns, {}))
+    for node, p in (("n1", pod("db", "prod", app="db")), ("n3", pod("db", "team", app="db"))):
+        there.put(p.key, node, p)
+    # Away from prod's db only: the team's db on n3 is not picked.
+    assert refused(there, pod("w", anti=[by_tier(HOST, "prod", app="db")])) == {"n1"}
+    # Near prod's db only: every node but n1 refuses.
+    assert refused(there, pod("w", near=[by_tier(HOST, "prod", app="db")])) == {"n2", "n3", "n4"}
+    # Near the dev tier's db (n3's), in its zone.
+    assert refused(there, pod("w", near=[by_tier(ZONE, "dev", app="db")])) == {"n1", "n2", "n4"}
+    # Members placed together by a match: anti-affinity by tier picks only prod's pods.
+    apart = pod("x", "prod", anti=[by_tier(HOST, "prod", app="x")], app="x")
+    other = pod("y", "team", app="x")
+    mine = pod("z", "prod", app="x")
+    labels = there.namespaces
+    assert crowded([(apart, "n2"), (other, "n2")], LABELS, labels) == set()
+    assert crowded([(apart, "n2"), (mine, "n2")], LABELS, labels) == {"n2"}
