@@ -16,7 +16,7 @@ held until released), so the planner knows when its capacity frees.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,6 +157,7 @@ def group_jobspecs(
     within: Sequence[str] = (),
     duration: int = 0,
     exclude_for: Mapping[str, Collection[str]] | None = None,
+    spread_over: Callable[[], int] | None = None,
 ) -> GroupSpecs:
     """The jobspecs that place ``pods`` (members still to place) of ``group``.
 
@@ -166,13 +167,15 @@ def group_jobspecs(
     has worked them out already. ``within``: the only nodes the compute slots may use
     (one topology domain), when given. ``duration``: the group's expected runtime.
     ``exclude_for``: nodes some members may not use beyond ``exclude`` (by pod key):
-    those members get specs of their own.
+    those members get specs of their own. ``spread_over``: how many nodes members spread
+    per node may spread over; more such members than that are matched in rounds of that
+    many, each on distinct nodes (so no node gets two more than another).
     """
     if not pods:
         raise JobspecError(f"pod group {group!r} has no pods to place")
     shapes: dict[Shape, int] = {}
     named: dict[tuple[Shape, str, frozenset[str]], list[str]] = {}
-    apart = kept_apart(pods)
+    apart, strict = kept_apart(pods)
     devices: dict[str, int] = {}
     for p in pods:
         compute, dev = split[p.key] if split is not None else split_requests(pod_requests(p))
@@ -205,11 +208,17 @@ def group_jobspecs(
     plain: list[tuple[Shape, int, tuple[str, ...], frozenset[str], bool]] = [
         (shape, n, (), frozenset(), False) for shape, n in shapes.items()
     ]
+    width = 0
+    if spread_over is not None and any(
+        root and root not in strict and len(keys) > 1 for (_, root, _), keys in named.items()
+    ):
+        width = spread_over()
     by_weight = sorted(
         plain
         + [
-            (shape, len(keys), tuple(keys), extra, bool(root))
+            (shape, len(chunk), tuple(chunk), extra, bool(root))
             for (shape, root, extra), keys in named.items()
+            for chunk in _rounds(keys, width if root and root not in strict else 0)
         ],
         key=lambda s: (-_weight(s[0]), s[0], not s[2], -len(s[3]), s[2]),
     )
@@ -237,9 +246,17 @@ def group_jobspecs(
     return GroupSpecs(compute_specs, device_specs)
 
 
-def kept_apart(pods: Sequence[Pod]) -> dict[str, str]:
+def _rounds(keys: list[str], width: int) -> list[list[str]]:
+    """``keys`` in rounds of ``width`` (0, or no more keys than that: one round)."""
+    if width <= 0 or len(keys) <= width:
+        return [keys]
+    return [keys[i : i + width] for i in range(0, len(keys), width)]
+
+
+def kept_apart(pods: Sequence[Pod]) -> tuple[dict[str, str], set[str]]:
     """Members to match on distinct nodes -> the first of the set they are linked in: they
-    take one host port, or one's per-node anti-affinity or spread picks the other."""
+    take one host port, or one's per-node anti-affinity or spread picks the other; and
+    the sets that must be apart (ports, anti-affinity), not only spread evenly."""
     root: dict[str, str] = {}
 
     def find(k: str) -> str:
@@ -249,11 +266,12 @@ def kept_apart(pods: Sequence[Pod]) -> dict[str, str]:
             k = root[k]
         return k
 
-    for a, b in port_links(pods) + repelling(pods) + spread_per_node(pods):
+    hard = port_links(pods) + repelling(pods)
+    for a, b in hard + spread_per_node(pods):
         ra, rb = find(a), find(b)
         if ra != rb:
             root[rb] = ra
-    return {k: find(k) for k in list(root)}
+    return {k: find(k) for k in list(root)}, {find(a) for a, _ in hard}
 
 
 def _weight(shape: Shape) -> int:

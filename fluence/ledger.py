@@ -246,6 +246,7 @@ class Ledger:
             # enforces it, else everything from now on (an estimate plans, never backfills).
             runtime if group_enforced(pods) else 0,
             exclude_for=dict(exclude_for or {}),
+            node_names=self.graph.node_names,
         )
         window = req.window
         planned = req.specs(runtime)

@@ -189,8 +189,8 @@ def unspread(
 
 def spread_per_node(pods: Sequence[Pod]) -> list[tuple[str, str]]:
     """Pairs of ``pods`` one's per-node spread with ``maxSkew`` 1 counts the other in: they
-    are matched on distinct nodes (the layout it asks for while there are nodes enough;
-    with more such members than nodes the group waits)."""
+    are matched on distinct nodes, in rounds of as many as there are nodes when there are
+    more of them (:func:`fluence.group_jobspec.group_jobspecs`), the layout it asks for."""
     pairs = []
     for a in pods:
         for c in hard_constraints(a):

@@ -7,7 +7,7 @@ instead of each taking the same seven arguments.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fluence.group_jobspec import GroupSpecs, Shape, group_jobspecs
@@ -40,6 +40,9 @@ class GroupRequest:
     exclude_for: Mapping[str, Collection[str]] = field(default_factory=dict)
     """Nodes some members may not use beyond ``exclude``, by pod key (their own node
     rules, volumes or pod affinity): only those members are kept off them."""
+    node_names: Callable[[], Collection[str]] = tuple
+    """The graph's nodes, read only when members spread per node must be matched in
+    rounds (more of them than nodes)."""
 
     def specs(self, duration: int, within: Sequence[str] = ()) -> GroupSpecs:
         """The group's jobspecs of ``duration`` seconds, ``within`` some nodes when given."""
@@ -52,7 +55,13 @@ class GroupRequest:
             within=within,
             duration=duration,
             exclude_for=self.exclude_for,
+            spread_over=lambda: self.usable_nodes(within),
         )
+
+    def usable_nodes(self, within: Sequence[str] = ()) -> int:
+        """How many nodes the group may use (``within`` some, when given)."""
+        excluded = set(self.exclude)
+        return sum(1 for n in (within or self.node_names()) if n not in excluded)
 
     def narrowed(self, pods: Sequence[Pod]) -> GroupRequest:
         """The same request for some of its pods (one domain's share, a composite's part)."""

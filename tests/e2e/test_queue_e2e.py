@@ -1167,6 +1167,35 @@ def test_pods_spread_per_node_are_released_evenly(suite: Suite) -> None:
     assert not [e.message for e in events if e.reason == "FailedScheduling"]
 
 
+def test_a_gang_spread_per_node_with_more_members_than_nodes_is_released_evenly(
+    suite: Suite,
+) -> None:
+    """Seven members of a gang spread per node with maxSkew 1 (DoNotSchedule) on three
+    nodes: released 3, 2 and 2, as kube-scheduler's own PodTopologySpread allows, and it
+    refuses none of them."""
+    nodes = suite.add_nodes(3, cpu="4")
+    lab = {names.LABEL_GROUP: "wide", "app": "wide"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "7"}
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": names.LABEL_HOSTNAME,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "wide"}},
+            }
+        ]
+    }
+    members = [f"wide-{i}" for i in range(7)]
+    for p in members:
+        gated_pod(suite, p, labels=lab, annotations=ann, spec=spread)
+    placed = suite.wait_bound(*members, timeout=60)
+    assert sorted(Counter(placed.values()).values()) == [2, 2, 3], placed
+    assert set(placed.values()) == set(nodes)
+    events = suite.core.list_namespaced_event(suite.ns).items
+    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+
+
 def test_pods_of_a_volume_one_node_reaches_are_released_to_that_node(suite: Suite) -> None:
     """A local PersistentVolume reachable from one of three nodes, bound to a claim: three
     gated pods using the claim are each released to that node (kube-scheduler's

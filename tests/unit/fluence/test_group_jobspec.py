@@ -192,3 +192,45 @@ def test_members_kept_off_nodes_of_their_own_get_specs_of_their_own() -> None:
         (("default/b",), 1, ["node-x", "node-z"]),
         ((), 2, ["node-z"]),
     ]
+
+
+def test_members_spread_per_node_beyond_the_nodes_go_in_rounds_but_shared_ports_do_not() -> None:
+    """Five members spread per node (maxSkew 1) over two nodes: rounds of two, two and one,
+    each on distinct nodes. Members that take one host port must be apart whatever the
+    count: one spec on distinct nodes (it waits until there are nodes enough)."""
+
+    def pod(name: str, port: int | None = None) -> object:
+        doc = make_pod(name, cpu="1", raw=True, labels={"app": "web"})
+        doc["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+        if port is not None:
+            doc["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": port}]
+        return decode_pod(json.dumps(doc))
+
+    spread = [pod(f"w{i}") for i in range(5)]
+    asked: list[int] = []
+
+    def two() -> int:
+        asked.append(2)
+        return 2
+
+    specs = group_jobspecs("default/g", spread, [], spread_over=two)  # type: ignore[arg-type]
+    assert sorted(cs.count for cs in specs.compute) == [1, 2, 2]
+    assert sorted(k for cs in specs.compute for k in cs.pods) == [p.key for p in spread]  # type: ignore[attr-defined]
+    for cs in specs.compute:
+        (node,) = cs.jobspec["resources"]
+        assert node["type"] == "node" and node["with"][0]["count"] == 1
+    assert asked == [2]
+    ported = [pod(f"p{i}", 8080) for i in range(3)]
+    specs = group_jobspecs("default/g", ported, [], spread_over=two)  # type: ignore[arg-type]
+    assert [cs.count for cs in specs.compute] == [3]
+    # Nothing spread per node: the node count is never read.
+    asked.clear()
+    group_jobspecs("default/g", [make_pod("x", cpu="1")], KNOWN, spread_over=two)
+    assert asked == []

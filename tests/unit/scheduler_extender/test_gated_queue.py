@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -788,3 +789,17 @@ def test_a_node_one_member_may_not_use_stays_open_to_the_others() -> None:
     assert len(round_trip(queue)) == 3, queue.waiting
     on = {name: bind(api, ledger, f"default/{name}") for name in ("disk", "port", "plain")}
     assert on["disk"] == "n2" and on["port"] == "n1" and on["plain"] == "n0", on
+
+
+def test_more_members_spread_per_node_than_nodes_are_released_evenly() -> None:
+    """Seven members spread per node with maxSkew 1 on three nodes: matched in rounds of
+    three on distinct nodes, so the nodes get 3, 2 and 2 (distinct nodes alone would
+    never fit)."""
+    api, queue, ledger = cluster(nodes=3)
+    for i in range(7):
+        doc = gated(f"m{i}", cpu="1", labels={**GANG, "app": "web"}, size=7)
+        doc["spec"]["topologySpreadConstraints"] = spread_over()
+        api.put(doc)
+    assert len(round_trip(queue)) == 7, queue.waiting
+    on = Counter(bind(api, ledger, f"default/m{i}") for i in range(7))
+    assert sorted(on.values()) == [2, 2, 3], on
