@@ -40,6 +40,9 @@ from fluence.pods import (
 
 NOWHERE: list[NodeSelectorTerm] = []
 """A claim's terms when no node can take the pod now."""
+ONE_POD = "ReadWriteOncePod"
+"""The access mode of a claim one pod at a time may use (kube-scheduler's
+VolumeRestrictions refuses a second everywhere)."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,23 @@ def unmet(pod: Pod, storage: Storage) -> str:
         _, why = _claim_terms(key, storage.claim(key), storage)
         if why:
             return why
+    return ""
+
+
+def in_use(pods: Iterable[Pod], users: Mapping[str, str], storage: Storage) -> str:
+    """Why one of ``pods`` cannot start now: a claim of it only one pod may use is used
+    by another placed pod (``users``: claim key -> pod key) or member ("" if none)."""
+    mine: dict[str, str] = {}
+    for p in pods:
+        for key in claim_keys(p):
+            claim = storage.claim(key)
+            if claim is None or ONE_POD not in claim.spec.access_modes:
+                continue
+            other = users.get(key) or mine.get(key)
+            if other and other != p.key:
+                name, who = key.partition("/")[2], other.partition("/")[2]
+                return f"pod {p.metadata.name}: claim {name} is {ONE_POD} and pod {who} uses it"
+            mine[key] = p.key
     return ""
 
 

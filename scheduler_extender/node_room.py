@@ -23,7 +23,15 @@ from fluence.pods import Node, Pod
 from fluence.scheduling.holdings import Holding
 from fluence.topology_spread import hard_constraints, unspread
 from fluence.topology_spread import refusing as spread_refusing
-from fluence.volume_nodes import Storage, claim_keys, short, unmet, unreachable, volume_terms
+from fluence.volume_nodes import (
+    Storage,
+    claim_keys,
+    in_use,
+    short,
+    unmet,
+    unreachable,
+    volume_terms,
+)
 
 
 class PlacedOnNodes:
@@ -70,6 +78,9 @@ class PlacedOnNodes:
         if storage is not None and self._claiming:
             # Released pods whose claims kube-scheduler has yet to bind will take volumes.
             short(self._claiming.values(), room.nodes(), storage, room.volumes_taken)
+            room.claim_users = {
+                claim: pod.key for pod, _ in self._claiming.values() for claim in claim_keys(pod)
+            }
         return room
 
 
@@ -87,6 +98,8 @@ class NodeRoom:
     """Claims, volumes and classes (None: volumes are left to kube-scheduler)."""
     volumes_taken: set[str] = field(default_factory=set)
     """Volumes pods placed before will bind to (by name)."""
+    claim_users: dict[str, str] = field(default_factory=dict)
+    """Claim key -> a placed pod that uses it."""
     _nodes: Mapping[str, Node] | None = None
     _labels: NodeLabels | None = None
 
@@ -133,11 +146,12 @@ class NodeRoom:
         """Why no node can take one of ``pods`` now for its volume claims ("" if none)."""
         if self.storage is None:
             return ""
-        for p in pods:
-            why = unmet(p, self.storage) if claim_keys(p) else ""
+        claiming = [p for p in pods if claim_keys(p)]
+        for p in claiming:
+            why = unmet(p, self.storage)
             if why:
                 return f"pod {p.metadata.name}: {why}"
-        return ""
+        return in_use(claiming, self.claim_users, self.storage) if claiming else ""
 
     def clashing(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> set[str]:
         """Nodes a match just made filled past their limit, or put members on that take
@@ -180,6 +194,8 @@ class NodeRoom:
             claiming = [(p, n) for p, n in claiming if claim_keys(p)]
             if claiming:
                 short(claiming, self.nodes(), self.storage, self.volumes_taken)
+                for p, _ in claiming:
+                    self.claim_users.update(dict.fromkeys(claim_keys(p), p.key))
         for key, h in placed.items():
             pod = pods.get(key)
             if pod is not None and h.node:

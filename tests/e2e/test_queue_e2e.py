@@ -1254,6 +1254,68 @@ def test_pods_of_a_volume_one_node_reaches_are_released_to_that_node(suite: Suit
             suite.core.delete_persistent_volume(pv)
 
 
+def test_a_pod_whose_read_write_once_pod_claim_is_in_use_waits_for_its_user(
+    suite: Suite,
+) -> None:
+    """A claim only one pod at a time may use (ReadWriteOncePod), bound: the first pod
+    using it runs; the second waits in the queue and says why (kube-scheduler would
+    refuse it everywhere) until the first is gone, then is released and runs."""
+    suite.add_nodes(2, cpu="4")
+    pv = f"solo-{suite.id}"
+    suite.core.create_persistent_volume(
+        {
+            "metadata": {"name": pv},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOncePod"],
+                "storageClassName": "",
+                "hostPath": {"path": f"/tmp/{pv}"},
+                "claimRef": {"namespace": suite.ns, "name": "solo"},
+            },
+        }
+    )
+    try:
+        suite.core.create_namespaced_persistent_volume_claim(
+            suite.ns,
+            {
+                "metadata": {"name": "solo"},
+                "spec": {
+                    "accessModes": ["ReadWriteOncePod"],
+                    "storageClassName": "",
+                    "volumeName": pv,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            },
+        )
+        wait_for(
+            lambda: (
+                suite.core.read_namespaced_persistent_volume_claim("solo", suite.ns).status.phase
+                == "Bound"
+            ),
+            60,
+            "the claim to be bound to its volume",
+        )
+        uses = {"volumes": [{"name": "solo", "persistentVolumeClaim": {"claimName": "solo"}}]}
+        gated_pod(suite, "first", spec=uses)
+        suite.wait_bound("first", timeout=60)
+        gated_pod(suite, "second", spec=uses)
+        wait_for(
+            partial(condition_says, suite, "second", "claim solo is ReadWriteOncePod"),
+            30,
+            "the second pod to say why it waits",
+            partial(suite.describe, "second"),
+        )
+        assert held_back(suite, "second")
+        suite.delete("first")
+        placed = suite.wait_bound("second", timeout=60)
+        assert_released_to(suite.get("second"), placed["second"])
+        events = suite.core.list_namespaced_event(suite.ns).items
+        assert not [e.message for e in events if e.reason == "FailedScheduling"]
+    finally:
+        with contextlib.suppress(ApiException):
+            suite.core.delete_persistent_volume(pv)
+
+
 def local_volume(name: str, node: str, storage_class: str) -> dict[str, Any]:
     """A 1Gi local PersistentVolume of ``storage_class`` that only ``node`` reaches."""
     reach = {"key": names.LABEL_HOSTNAME, "operator": "In", "values": [node]}

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from fluence.pods import decode_claim, decode_pod, decode_storage_class, decode_volume
-from fluence.volume_nodes import Storage, short, unmet, unreachable, volume_terms
+from fluence.volume_nodes import Storage, in_use, short, unmet, unreachable, volume_terms
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 NODES = {n: make_node(n) for n in ("n1", "n2", "n3")}
@@ -54,11 +54,12 @@ def claim(
     size: str = "1Gi",
     annotations: dict[str, str] | None = None,
     selector: dict[str, Any] | None = None,
+    mode: str = "ReadWriteOnce",
 ) -> Any:
     spec: dict[str, Any] = {
         "volumeName": volume_name,
         "storageClassName": cls,
-        "accessModes": ["ReadWriteOnce"],
+        "accessModes": [mode],
         "resources": {"requests": {"storage": size}},
     }
     if selector:
@@ -242,3 +243,20 @@ def test_one_pods_two_claims_need_two_volumes() -> None:
     pod = pod_with("a", "b")
     assert reach(pod, store) == ["n1", "n2"]  # each claim alone
     assert short([(pod, "n1")], NODES, store, set()) == {"default/p": "n1"}
+
+
+def test_a_claim_one_pod_at_a_time_may_use_is_not_shared() -> None:
+    store = storage(
+        [claim("solo", "pv-a", annotations=BOUND, mode="ReadWriteOncePod"), claim("rwo", "pv-a")],
+        [volume("pv-a")],
+    )
+    a, b = pod_with("solo", name="a"), pod_with("solo", name="b")
+    assert in_use([a], {}, store) == ""
+    assert in_use([a, b], {}, store) == "pod b: claim solo is ReadWriteOncePod and pod a uses it"
+    running = {"default/solo": "default/x"}
+    assert in_use([a], running, store) == "pod a: claim solo is ReadWriteOncePod and pod x uses it"
+    # The pod itself placed before (released, not bound yet) does not count against it.
+    assert in_use([a], {"default/solo": "default/a"}, store) == ""
+    # ReadWriteOnce claims may be shared by pods of one node: not this rule's.
+    c, d = pod_with("rwo", name="c"), pod_with("rwo", name="d")
+    assert in_use([c, d], {"default/rwo": "default/x"}, store) == ""

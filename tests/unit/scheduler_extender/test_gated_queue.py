@@ -803,3 +803,23 @@ def test_more_members_spread_per_node_than_nodes_are_released_evenly() -> None:
     assert len(round_trip(queue)) == 7, queue.waiting
     on = Counter(bind(api, ledger, f"default/m{i}") for i in range(7))
     assert sorted(on.values()) == [2, 2, 3], on
+
+
+def test_a_pod_whose_read_write_once_pod_claim_is_in_use_waits_for_its_user() -> None:
+    api, queue, ledger = cluster(nodes=3)
+    solo = claim("solo", "pv-a", annotations=BOUND, mode="ReadWriteOncePod")
+    queue.storage = storage([solo], [volume("pv-a")])
+    uses = {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "solo"}}]}
+    first = gated("first", cpu="1", created=0)
+    first["spec"].update(uses)
+    api.put(first)
+    (key,) = round_trip(queue)
+    bind(api, ledger, key)
+    second = gated("second", cpu="1", created=1)
+    second["spec"].update(uses)
+    api.put(second)
+    assert round_trip(queue) == []
+    (w,) = queue.waiting
+    assert w.reason == "pod second: claim solo is ReadWriteOncePod and pod first uses it"
+    finish(api, ledger, key)
+    assert round_trip(queue) == ["default/second"]
