@@ -382,8 +382,8 @@ class GatedQueue:
                 if unused:
                     why += (
                         f" (not counting {len(unused)} node(s) at their pod limit, where its "
-                        "host ports are taken, or that pod affinity, its spread or its volumes "
-                        "rule out for some of its pods)"
+                        "host ports are taken or its other requests do not fit, or that pod "
+                        "affinity, its spread or its volumes rule out for some of its pods)"
                     )
                 return why
             clash = room.clashing(res.holdings, by_key)
@@ -397,8 +397,8 @@ class GatedQueue:
             for key, nodes in unmet.items():
                 left_out.setdefault(key, set()).update(nodes)
         return (
-            f"no placement within the nodes' pod limits, free host ports, pod affinity, "
-            f"topology spread and volumes after {MATCH_TRIES} tries"
+            f"no placement within the nodes' pod limits, free host ports, room for other "
+            f"requests, pod affinity, topology spread and volumes after {MATCH_TRIES} tries"
         )
 
     def tell(self) -> int:

@@ -1,5 +1,6 @@
 """What kube-scheduler checks on a node that the graph does not hold: pod counts, host
-ports, inter-pod affinity, topology spread and volumes.
+ports, inter-pod affinity, topology spread, volumes, and the sums of requests the graph
+does not count (:mod:`fluence.node_requests`).
 
 The queue pins each released pod to the node Fluxion chose, and kube-scheduler then
 refuses it there if the node is at its allocatable pod count, if a port the pod takes is
@@ -18,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fluence.host_ports import HostPort, PortsByNode, clashes
+from fluence.node_requests import Asks, RequestedByNode, most, share
+from fluence.node_rules import unmodelled_requests
 from fluence.pod_affinity import NamespaceLabels, NodeLabels, PlacedPods, crowded
 from fluence.pods import Node, Pod
 from fluence.scheduling.holdings import Holding
@@ -44,6 +47,8 @@ class PlacedOnNodes:
         self._claiming: dict[str, tuple[Pod, str]] = {}
         """The placed pods that use claims: those still unbound take volumes kube-scheduler
         has not bound yet."""
+        self._asking: dict[str, tuple[str, Asks]] = {}
+        """What placed pods ask of their node beyond the graph's resources."""
 
     def put(self, key: str, node: str, pod: Pod | None) -> None:
         """``pod`` is on ``node`` now (no pod or no node: it is gone, or not placed yet)."""
@@ -57,6 +62,11 @@ class PlacedOnNodes:
             self._claiming[key] = (pod, node)
         else:
             self._claiming.pop(key, None)
+        asks = unmodelled_requests(pod) if pod is not None and node else {}
+        if asks:
+            self._asking[key] = (node, asks)
+        else:
+            self._asking.pop(key, None)
 
     def room(
         self,
@@ -75,6 +85,8 @@ class PlacedOnNodes:
         room = NodeRoom(
             limits, Counter(h.node for h in held if h.node), taken, placed, nodes, storage
         )
+        for node, asks in self._asking.values():
+            room.requested.add(node, asks)
         if storage is not None and self._claiming:
             # Released pods whose claims kube-scheduler has yet to bind will take volumes.
             short(self._claiming.values(), room.nodes(), storage, room.volumes_taken)
@@ -100,6 +112,8 @@ class NodeRoom:
     """Volumes pods placed before will bind to (by name)."""
     claim_users: dict[str, str] = field(default_factory=dict)
     """Claim key -> a placed pod that uses it."""
+    requested: RequestedByNode = field(default_factory=RequestedByNode)
+    """What placed pods ask of each node beyond the graph's resources."""
     _nodes: Mapping[str, Node] | None = None
     _labels: NodeLabels | None = None
 
@@ -140,6 +154,15 @@ class NodeRoom:
             terms = volume_terms(p, storage) if storage is not None and claim_keys(p) else []
             if terms:
                 out[p.key] |= {n for n, node in self.nodes().items() if unreachable(node, terms)}
+        asking = {p.key: asks for p in pods if (asks := unmodelled_requests(p))}
+        if len(asking) > 1:
+            # Members share each node's room for what the graph does not hold.
+            capacity = self.requested.capacity(most(asking.values()), self.nodes())
+            for key, nodes in share(capacity, sorted(asking)).items():
+                out[key] |= nodes
+        elif asking and self.requested.on:
+            for key, asks in asking.items():
+                out[key] |= self.requested.refusing(asks, self.nodes())
         return out
 
     def claims_unmet(self, pods: Sequence[Pod]) -> str:
@@ -154,12 +177,15 @@ class NodeRoom:
         return in_use(claiming, self.claim_users, self.storage) if claiming else ""
 
     def clashing(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> set[str]:
-        """Nodes a match just made filled past their limit, or put members on that take
-        one port, that pod affinity keeps apart (or together), or that their spread would
-        not take: left out of the next."""
+        """Nodes a match just made filled past their limit or past their room for what the
+        graph does not hold, or put members on that take one port, that pod affinity keeps
+        apart (or together), or that their spread would not take: left out of the next."""
         mine = Counter(h.node for h in placed.values() if h.node)
         out = self.past(mine) | _meeting(placed.values(), pods)
         matched = [(pods[k], h.node) for k, h in placed.items() if k in pods and h.node]
+        asking = [(p.key, n, asks) for p, n in matched if (asks := unmodelled_requests(p))]
+        if asking:
+            out |= set(self.requested.overflow(asking, self.nodes()).values())
         if any(_has_affinity(p) for p, _ in matched):
             out |= crowded(matched, self.labels(), self.placed.namespaces)
         if any(hard_constraints(p) for p, _ in matched):
@@ -201,6 +227,9 @@ class NodeRoom:
             if pod is not None and h.node:
                 self.ports.add(h.node, pod.host_ports)
                 self.placed.put(key, h.node, pod)
+                asks = unmodelled_requests(pod)
+                if asks:
+                    self.requested.add(h.node, asks)
 
 
 def _has_affinity(pod: Pod) -> bool:

@@ -157,9 +157,15 @@ class Suite:
         self.nodes: list[str] = []
 
     def add_nodes(
-        self, count: int, cpu: str = "4", memory: str = "8Gi", qpu: bool = False
+        self,
+        count: int,
+        cpu: str = "4",
+        memory: str = "8Gi",
+        qpu: bool = False,
+        extra: dict[str, str] | None = None,
     ) -> list[str]:
-        capacity = {"cpu": cpu, "memory": memory, "pods": "110"}
+        """``extra``: more capacity (extended resources, ephemeral storage)."""
+        capacity = {"cpu": cpu, "memory": memory, "pods": "110", **(extra or {})}
         if qpu:
             capacity[QPU] = "1000"
         made = self.stack.cp.add_nodes(

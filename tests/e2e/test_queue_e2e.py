@@ -1196,6 +1196,27 @@ def test_a_gang_spread_per_node_with_more_members_than_nodes_is_released_evenly(
     assert not [e.message for e in events if e.reason == "FailedScheduling"]
 
 
+def test_requests_the_graph_does_not_hold_are_shared_out_per_node(suite: Suite) -> None:
+    """Three nodes with two dongles each (an extended resource the graph does not hold);
+    a gang of five half-cpu members asking one dongle each fits any node by cpu, but
+    kube-scheduler's NodeResourcesFit takes at most two on a node: released 2, 2 and 1,
+    and it refuses none of them."""
+    nodes = suite.add_nodes(3, cpu="4", extra={"example.com/dongle": "2"})
+    lab = {names.LABEL_GROUP: "dongles"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "5"}
+    members = [f"dongle-{i}" for i in range(5)]
+    for p in members:
+        body = gated_pod(
+            suite, p, cpu="500m", labels=lab, annotations=ann, extra={"example.com/dongle": "1"}
+        )
+        assert body["spec"]["containers"][0]["resources"]["requests"]["example.com/dongle"] == "1"
+    placed = suite.wait_bound(*members, timeout=60)
+    assert sorted(Counter(placed.values()).values()) == [1, 2, 2], placed
+    assert set(placed.values()) == set(nodes)
+    events = suite.core.list_namespaced_event(suite.ns).items
+    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+
+
 def test_pods_of_a_volume_one_node_reaches_are_released_to_that_node(suite: Suite) -> None:
     """A local PersistentVolume reachable from one of three nodes, bound to a claim: three
     gated pods using the claim are each released to that node (kube-scheduler's

@@ -112,10 +112,14 @@ class Evictions:
 
 
 def cluster(
-    nodes: int = 3, api: Api | None = None, now: list[float] | None = None
+    nodes: int = 3,
+    api: Api | None = None,
+    now: list[float] | None = None,
+    extra: dict[str, str] | None = None,
 ) -> tuple[Api, GatedQueue, Ledger]:
+    """``extra``: allocatable each node has beyond cpu, memory and pods."""
     api = api if api is not None else Api()
-    graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4") for i in range(nodes)])
+    graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4", extra=extra) for i in range(nodes)])
     ledger = Ledger(graph, seal=SEAL, gang_timeout=60)
     clock = now if now is not None else [0.0]
     queue = GatedQueue(
@@ -823,3 +827,35 @@ def test_a_pod_whose_read_write_once_pod_claim_is_in_use_waits_for_its_user() ->
     assert w.reason == "pod second: claim solo is ReadWriteOncePod and pod first uses it"
     finish(api, ledger, key)
     assert round_trip(queue) == ["default/second"]
+
+
+def test_requests_the_graph_does_not_hold_are_summed_per_node() -> None:
+    """Each node has two dongles and 10Gi of ephemeral storage. A pod on n0 holds one
+    dongle; a gang of five one-dongle members fits only as 1 + 2 + 2 (cpu alone would
+    pack them), and a pod asking 8Gi of storage goes where the 6Gi one is not."""
+    api, queue, ledger = cluster(
+        nodes=3, extra={"example.com/dongle": "2", "ephemeral-storage": "10Gi"}
+    )
+    first = gated("first", cpu="1", created=0)
+    first["spec"]["containers"][0]["resources"]["requests"]["example.com/dongle"] = "1"
+    first["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n0"}
+    api.put(first)
+    (key,) = round_trip(queue)
+    assert bind(api, ledger, key) == "n0"
+    for i in range(5):
+        doc = gated(f"m{i}", cpu="0.5", created=1 + i, labels=GANG, size=5)
+        doc["spec"]["containers"][0]["resources"]["requests"]["example.com/dongle"] = "1"
+        api.put(doc)
+    assert len(round_trip(queue)) == 5, queue.waiting
+    on = Counter(bind(api, ledger, f"default/m{i}") for i in range(5))
+    assert on == {"n0": 1, "n1": 2, "n2": 2}, on
+    for name, size, created in (("big", "6Gi", 10), ("bigger", "8Gi", 11)):
+        doc = gated(name, cpu="0.1", created=created)
+        doc["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = size
+        api.put(doc)
+        (key,) = round_trip(queue)
+        bind(api, ledger, key)
+    assert (
+        api.docs["default/big"]["spec"]["nodeName"]
+        != api.docs["default/bigger"]["spec"]["nodeName"]
+    )
