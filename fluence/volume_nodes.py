@@ -13,8 +13,10 @@ The queue pins pods to nodes, and kube-scheduler refuses a pinned pod on a node 
   claim changes; so does the queue).
 
 So the queue keeps the same rules: :func:`volume_terms` names, per claim, the nodes it
-admits alone; :func:`short` finds the pods matched onto a node where they would not
-each get a volume of their own (two pods, one local volume).
+admits alone; :func:`volume_room` how many of a group's members each node's volumes made
+in advance can serve (to share them out before a match), and :func:`short` the pods
+matched onto a node where they would not each get a volume of their own (two pods, one
+local volume).
 """
 
 from __future__ import annotations
@@ -276,6 +278,31 @@ def to_bind(pod: Pod, storage: Storage) -> list[PersistentVolumeClaim]:
         ):
             out.append(claim)
     return sorted(out, key=lambda c: _size(c.spec.resources.requests))
+
+
+def volume_room(
+    pods: Iterable[Pod], nodes: Mapping[str, Node], storage: Storage, taken: set[str]
+) -> tuple[list[str], dict[str, int]]:
+    """The pods whose claims still to bind only volumes made in advance can meet (their
+    class provisions none), and per node how many of them its available volumes (not in
+    ``taken``) can serve, each taking as many as the most claims one of them has."""
+    members, need, pool = [], 0, {}
+    for p in pods:
+        claims = [c for c in to_bind(p, storage) if _provisioned_on(c, storage) is NOWHERE]
+        if not claims:
+            continue
+        members.append(p.key)
+        need = max(need, len(claims))
+        for c in claims:
+            for v in candidates(c, storage):
+                if v.metadata.name not in taken:
+                    pool[v.metadata.name] = v
+    if not members:
+        return [], {}
+    room = {
+        n: sum(1 for v in pool.values() if _reaches(v, node)) // need for n, node in nodes.items()
+    }
+    return members, room
 
 
 def short(

@@ -33,6 +33,7 @@ from fluence.volume_nodes import (
     short,
     unmet,
     unreachable,
+    volume_room,
     volume_terms,
 )
 
@@ -150,10 +151,19 @@ class NodeRoom:
             for key, nodes in spread_refusing(pods, self.nodes(), self.placed.on.values()).items():
                 out[key] |= nodes
         storage = self.storage
-        for p in pods:
-            terms = volume_terms(p, storage) if storage is not None and claim_keys(p) else []
+        claiming = [p for p in pods if claim_keys(p)] if storage is not None else []
+        for p in claiming:
+            assert storage is not None
+            terms = volume_terms(p, storage)
             if terms:
                 out[p.key] |= {n for n, node in self.nodes().items() if unreachable(node, terms)}
+        if len(claiming) > 1:
+            # Members share the volumes made in advance on each node, one set each.
+            assert storage is not None
+            members, room = volume_room(claiming, self.nodes(), storage, self.volumes_taken)
+            if len(members) > 1:
+                for key, nodes in share(room, members).items():
+                    out[key] |= nodes
         asking = {p.key: asks for p in pods if (asks := unmodelled_requests(p))}
         if len(asking) > 1:
             # Members share each node's room for what the graph does not hold.

@@ -7,7 +7,15 @@ import json
 from typing import Any
 
 from fluence.pods import decode_claim, decode_pod, decode_storage_class, decode_volume
-from fluence.volume_nodes import Storage, in_use, short, unmet, unreachable, volume_terms
+from fluence.volume_nodes import (
+    Storage,
+    in_use,
+    short,
+    unmet,
+    unreachable,
+    volume_room,
+    volume_terms,
+)
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 NODES = {n: make_node(n) for n in ("n1", "n2", "n3")}
@@ -260,3 +268,23 @@ def test_a_claim_one_pod_at_a_time_may_use_is_not_shared() -> None:
     # ReadWriteOnce claims may be shared by pods of one node: not this rule's.
     c, d = pod_with("rwo", name="c"), pod_with("rwo", name="d")
     assert in_use([c, d], {"default/rwo": "default/x"}, store) == ""
+
+
+def test_the_room_local_volumes_leave_each_node_for_a_groups_members() -> None:
+    store = storage(
+        [claim("a"), claim("b"), claim("c", cls="anywhere"), claim("d"), claim("e")],
+        [volume("pv-n1", "n1"), volume("pv-n2a", "n2"), volume("pv-n2b", "n2"), volume("any")],
+    )
+    a, b, c = pod_with("a", name="a"), pod_with("b", name="b"), pod_with("c", name="c")
+    # c's class provisions: it takes no part. A volume reachable anywhere counts on every node.
+    assert volume_room([a, b, c], NODES, store, set()) == (
+        ["default/a", "default/b"],
+        {"n1": 2, "n2": 3, "n3": 1},
+    )
+    assert volume_room([a, b], NODES, store, {"any", "pv-n2a"}) == (
+        ["default/a", "default/b"],
+        {"n1": 1, "n2": 1, "n3": 0},
+    )
+    # A member with two claims takes two volumes.
+    two = pod_with("d", "e", name="two")
+    assert volume_room([two], NODES, store, set())[1] == {"n1": 1, "n2": 1, "n3": 0}

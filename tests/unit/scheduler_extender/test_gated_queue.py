@@ -859,3 +859,21 @@ def test_requests_the_graph_does_not_hold_are_summed_per_node() -> None:
         api.docs["default/big"]["spec"]["nodeName"]
         != api.docs["default/bigger"]["spec"]["nodeName"]
     )
+
+
+def test_local_volumes_are_shared_out_among_a_gangs_members_before_the_match() -> None:
+    """Five members, one claim each of a class without a provisioner; local volumes: one
+    on n0, two on n1, two on n2. Each member is left the nodes whose volumes it may take,
+    so the first match holds: 1 + 2 + 2."""
+    api, queue, ledger = cluster(nodes=3)
+    volumes = [volume("pv-n0", "n0")] + [
+        volume(f"pv-n{n}{s}", f"n{n}") for n in (1, 2) for s in "ab"
+    ]
+    queue.storage = storage([claim(f"d{i}") for i in range(5)], volumes)
+    for i in range(5):
+        doc = gated(f"m{i}", cpu="0.5", created=i, labels=GANG, size=5)
+        doc["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": f"d{i}"}}]
+        api.put(doc)
+    assert len(round_trip(queue)) == 5, queue.waiting
+    on = Counter(bind(api, ledger, f"default/m{i}") for i in range(5))
+    assert on == {"n0": 1, "n1": 2, "n2": 2}, on
