@@ -195,6 +195,12 @@ def pinned_to(term: dict[str, Any]) -> list[str]:
     ]
 
 
+def assert_none_refused(suite: Suite) -> None:
+    """kube-scheduler refused none of the suite's pods (no ``FailedScheduling`` Event)."""
+    events = suite.core.list_namespaced_event(suite.ns).items
+    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+
+
 def assert_released_to(pod: dict[str, Any], node: str) -> None:
     """Released by the queue to ``node``: gate gone, every term pinned there, the record says so."""
     assert names.QUEUE_GATE not in gates_of(pod), gates_of(pod)
@@ -1068,8 +1074,7 @@ def test_members_taking_one_host_port_are_released_where_kube_scheduler_takes_th
     finish(suite, gang[0])
     assert suite.wait_bound("third", timeout=60) == {"third": bound[gang[0]]}
     assert_released_to(suite.get("third"), bound[gang[0]])
-    events = suite.core.list_namespaced_event(suite.ns).items
-    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+    assert_none_refused(suite)
 
 
 def test_pod_affinity_is_kept_where_the_queue_releases_pods(suite: Suite) -> None:
@@ -1103,8 +1108,7 @@ def test_pod_affinity_is_kept_where_the_queue_releases_pods(suite: Suite) -> Non
     assert placed["near"] == db_node and placed["away"] != db_node, (db_node, placed)
     for p, node in {**bound, **placed}.items():
         assert_released_to(suite.get(p), node)
-    events = suite.core.list_namespaced_event(suite.ns).items
-    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+    assert_none_refused(suite)
 
 
 def test_pod_affinity_picks_namespaces_by_their_labels(suite: Suite) -> None:
@@ -1134,8 +1138,7 @@ def test_pod_affinity_picks_namespaces_by_their_labels(suite: Suite) -> None:
     assert placed["near"] == nodes[2] and placed["away"] != nodes[2], placed
     for p, node in placed.items():
         assert_released_to(suite.get(p), node)
-    events = suite.core.list_namespaced_event(suite.ns).items
-    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+    assert_none_refused(suite)
 
 
 def test_pods_spread_per_node_are_released_evenly(suite: Suite) -> None:
@@ -1163,8 +1166,7 @@ def test_pods_spread_per_node_are_released_evenly(suite: Suite) -> None:
         gated_pod(suite, p, labels=web, spec=spread)
     placed = suite.wait_bound(*spread_pods, timeout=60)
     assert sorted(Counter(placed.values()).items()) == [(nodes[1], 2), (nodes[2], 2)], placed
-    events = suite.core.list_namespaced_event(suite.ns).items
-    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+    assert_none_refused(suite)
 
 
 def test_a_gang_spread_per_node_with_more_members_than_nodes_is_released_evenly(
@@ -1192,8 +1194,7 @@ def test_a_gang_spread_per_node_with_more_members_than_nodes_is_released_evenly(
     placed = suite.wait_bound(*members, timeout=60)
     assert sorted(Counter(placed.values()).values()) == [2, 2, 3], placed
     assert set(placed.values()) == set(nodes)
-    events = suite.core.list_namespaced_event(suite.ns).items
-    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+    assert_none_refused(suite)
 
 
 def test_requests_the_graph_does_not_hold_are_shared_out_per_node(suite: Suite) -> None:
@@ -1213,8 +1214,7 @@ def test_requests_the_graph_does_not_hold_are_shared_out_per_node(suite: Suite) 
     placed = suite.wait_bound(*members, timeout=60)
     assert sorted(Counter(placed.values()).values()) == [1, 2, 2], placed
     assert set(placed.values()) == set(nodes)
-    events = suite.core.list_namespaced_event(suite.ns).items
-    assert not [e.message for e in events if e.reason == "FailedScheduling"]
+    assert_none_refused(suite)
 
 
 def test_pods_of_a_volume_one_node_reaches_are_released_to_that_node(suite: Suite) -> None:
@@ -1268,8 +1268,7 @@ def test_pods_of_a_volume_one_node_reaches_are_released_to_that_node(suite: Suit
         assert set(placed.values()) == {nodes[1]}, placed
         for p in users:
             assert_released_to(suite.get(p), nodes[1])
-        events = suite.core.list_namespaced_event(suite.ns).items
-        assert not [e.message for e in events if e.reason == "FailedScheduling"]
+        assert_none_refused(suite)
     finally:
         with contextlib.suppress(ApiException):
             suite.core.delete_persistent_volume(pv)
@@ -1330,8 +1329,7 @@ def test_a_pod_whose_read_write_once_pod_claim_is_in_use_waits_for_its_user(
         suite.delete("first")
         placed = suite.wait_bound("second", timeout=60)
         assert_released_to(suite.get("second"), placed["second"])
-        events = suite.core.list_namespaced_event(suite.ns).items
-        assert not [e.message for e in events if e.reason == "FailedScheduling"]
+        assert_none_refused(suite)
     finally:
         with contextlib.suppress(ApiException):
             suite.core.delete_persistent_volume(pv)
@@ -1403,8 +1401,7 @@ def test_gang_claims_waiting_for_their_first_consumer_each_get_a_local_volume(
 
             wait_for(bound, 60, f"claim data-{i} to be bound")
             assert volumes[bound()] == placed[pod], (pod, bound(), placed)
-        events = suite.core.list_namespaced_event(suite.ns).items
-        assert not [e.message for e in events if e.reason == "FailedScheduling"]
+        assert_none_refused(suite)
     finally:
         for name in volumes:
             with contextlib.suppress(ApiException):
