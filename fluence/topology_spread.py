@@ -187,6 +187,46 @@ def unspread(
     return {n for _, n in waiting}
 
 
+def shares(
+    pods: Sequence[Pod], nodes: Mapping[str, Node], placed: Iterable[tuple[str, Pod]]
+) -> dict[str, set[str]]:
+    """Per member of ``pods`` alike in a spread with ``maxSkew`` 1 over domains wider than a
+    node (zones, racks), the nodes outside the domain it is dealt: each member goes to
+    the domain with the fewest pods of its kind at that point, so one match places them
+    as evenly as kube-scheduler's check asks (left to themselves, a match packs them
+    into one domain, and a few tries seldom undo that)."""
+    out: dict[str, set[str]] = {}
+    on = list(placed)
+    alike: dict[bytes, list[Pod]] = {}
+    for p in pods:
+        if any(_dealt(c) for c in hard_constraints(p)):
+            alike.setdefault(_signature(p), []).append(p)
+    for members in alike.values():
+        if len(members) < 2:
+            continue
+        view = Spread(members[0], nodes, on)
+        rule = next(i for i, (c, _) in enumerate(view.rules) if _dealt(c))
+        _, sel = view.rules[rule]
+        if not selects(sel, members[0].metadata.labels):
+            continue  # members do not count toward their own spread
+        domain, counts = view.domain[rule], Counter(view.counts[rule])
+        if not counts:
+            continue
+        dealt: list[str] = []
+        for _ in members:
+            pick = min(counts, key=lambda d: (counts[d], d))
+            counts[pick] += 1
+            dealt.append(pick)
+        for p, value in zip(sorted(members, key=lambda m: m.key), dealt, strict=True):
+            out[p.key] = {n for n in nodes if domain.get(n) != value}
+    return out
+
+
+def _dealt(c: TopologySpreadConstraint) -> bool:
+    """A spread :func:`shares` deals members out for (per node: :func:`spread_per_node`)."""
+    return c.max_skew == 1 and c.topology_key != names.LABEL_HOSTNAME
+
+
 def spread_per_node(pods: Sequence[Pod]) -> list[tuple[str, str]]:
     """Pairs of ``pods`` one's per-node spread with ``maxSkew`` 1 counts the other in: they
     are matched on distinct nodes, in rounds of as many as there are nodes when there are

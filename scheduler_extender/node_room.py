@@ -26,6 +26,7 @@ from fluence.pods import Node, Pod
 from fluence.scheduling.holdings import Holding
 from fluence.topology_spread import hard_constraints, unspread
 from fluence.topology_spread import refusing as spread_refusing
+from fluence.topology_spread import shares as spread_shares
 from fluence.volume_nodes import (
     Storage,
     claim_keys,
@@ -148,8 +149,12 @@ class NodeRoom:
             for key, nodes in self.placed.refusing(pods, self.labels()).items():
                 out[key] |= nodes
         if any(hard_constraints(p) for p in pods):
-            for key, nodes in spread_refusing(pods, self.nodes(), self.placed.on.values()).items():
-                out[key] |= nodes
+            placed = self.placed.on.values()
+            # Members dealt out over zones are checked together once matched (unspread):
+            # alone, each would be kept out of the zones others of its kind are dealt to.
+            dealt = spread_shares(pods, self.nodes(), placed)
+            for key, nodes in spread_refusing(pods, self.nodes(), placed).items():
+                out[key] |= dealt.get(key, nodes)
         storage = self.storage
         claiming = [p for p in pods if claim_keys(p)] if storage is not None else []
         for p in claiming:

@@ -44,7 +44,14 @@ from fluence import names
 from testbed import ControlPlane
 from testbed.kwok import ANNOTATION_EXIT_AFTER, ANNOTATION_EXIT_CODE
 from testbed.schedconfig import scheduler_config
-from tests.e2e.test_extender_e2e import Extender, Stack, Suite, _assert_no_overcommit, wait_for
+from tests.e2e.test_extender_e2e import (
+    RACK_KEY,
+    Extender,
+    Stack,
+    Suite,
+    _assert_no_overcommit,
+    wait_for,
+)
 from tests.e2e.test_helm_chart import CHART
 from tests.support.extender import SUITE_LABEL, fluence_scheduler, pod_body
 from tests.support.helm import template
@@ -1194,6 +1201,32 @@ def test_a_gang_spread_per_node_with_more_members_than_nodes_is_released_evenly(
     placed = suite.wait_bound(*members, timeout=60)
     assert sorted(Counter(placed.values()).values()) == [2, 2, 3], placed
     assert set(placed.values()) == set(nodes)
+    assert_none_refused(suite)
+
+
+def test_a_gang_spread_over_racks_is_dealt_out_evenly(suite: Suite) -> None:
+    """Six one-cpu members of a gang spread over three racks of two 4-cpu nodes (maxSkew
+    1, DoNotSchedule): packed, they would fill one rack and kube-scheduler would refuse
+    most; the queue deals two to each rack, and it refuses none of them."""
+    racks = suite.add_racks("a", "b", "c", per_rack=2)
+    rack_of = {n: r for r, made in racks.items() for n in made}
+    lab = {names.LABEL_GROUP: "racked", "app": "racked"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "6"}
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": RACK_KEY,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "racked"}},
+            }
+        ]
+    }
+    members = [f"racked-{i}" for i in range(6)]
+    for p in members:
+        gated_pod(suite, p, labels=lab, annotations=ann, spec=spread)
+    placed = suite.wait_bound(*members, timeout=60)
+    assert Counter(rack_of[n] for n in placed.values()) == {"a": 2, "b": 2, "c": 2}, placed
     assert_none_refused(suite)
 
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from fluence.pods import Node, Pod, decode_node, decode_pod
-from fluence.topology_spread import Spread, refusing, unspread
+from fluence.topology_spread import Spread, refusing, shares, unspread
 from tests.unit.fluence.test_pods import make_node, make_pod
 
 ZONE = "topology.kubernetes.io/zone"
@@ -101,3 +101,23 @@ def test_a_gang_spread_over_zones_passes_in_some_bind_order() -> None:
     # Members without constraints are bound first: they count for the others.
     free = [(decode_pod(json.dumps(make_pod("f", raw=True, labels={"app": "web"}))), "a1")]
     assert unspread(free + [(members[0], "a2")], CLUSTER, []) == {"a2"}
+
+
+def test_members_spread_over_zones_are_dealt_to_the_fewest_first() -> None:
+    running = pod("r", spread())
+    members = [pod(f"m{i}", spread()) for i in range(4)]
+    dealt = shares(members, CLUSTER, [("a1", running)])
+    # a has one already: b and c are dealt first, then c, a, b... in name order of ties.
+    allowed = {k: sorted(set(CLUSTER) - off) for k, off in dealt.items()}
+    assert allowed == {
+        "default/m0": ["b1"],
+        "default/m1": ["c1"],
+        "default/m2": ["a1", "a2"],
+        "default/m3": ["b1"],
+    }
+    placed = [(members[i], allowed[members[i].key][0]) for i in range(4)]
+    assert unspread(placed, CLUSTER, [("a1", running)]) == set()
+    # A lone pod, a wider skew or a per-node spread is not dealt out.
+    assert shares(members[:1], CLUSTER, []) == {}
+    assert shares([pod(f"w{i}", spread(skew=2)) for i in range(3)], CLUSTER, []) == {}
+    assert shares([pod(f"h{i}", spread(HOST)) for i in range(3)], CLUSTER, []) == {}

@@ -116,10 +116,16 @@ def cluster(
     api: Api | None = None,
     now: list[float] | None = None,
     extra: dict[str, str] | None = None,
+    zones: int = 0,
 ) -> tuple[Api, GatedQueue, Ledger]:
-    """``extra``: allocatable each node has beyond cpu, memory and pods."""
+    """``extra``: allocatable each node has beyond cpu, memory and pods; ``zones``: nodes
+    labelled with that many zones, in turn (n0 in z0, n1 in z1, ...)."""
     api = api if api is not None else Api()
-    graph = ClusterGraph(EXAMPLES, [make_node(f"n{i}", cpu="4", extra=extra) for i in range(nodes)])
+    docs = [make_node(f"n{i}", cpu="4", extra=extra, raw=True) for i in range(nodes)]
+    for i, doc in enumerate(docs):
+        if zones:
+            doc["metadata"]["labels"]["topology.kubernetes.io/zone"] = f"z{i % zones}"
+    graph = ClusterGraph(EXAMPLES, [decode_node(json.dumps(doc)) for doc in docs])
     ledger = Ledger(graph, seal=SEAL, gang_timeout=60)
     clock = now if now is not None else [0.0]
     queue = GatedQueue(
@@ -877,3 +883,24 @@ def test_local_volumes_are_shared_out_among_a_gangs_members_before_the_match() -
     assert len(round_trip(queue)) == 5, queue.waiting
     on = Counter(bind(api, ledger, f"default/m{i}") for i in range(5))
     assert on == {"n0": 1, "n1": 2, "n2": 2}, on
+
+
+def test_gang_members_spread_over_zones_are_dealt_out_evenly() -> None:
+    """Six members spread over three zones (maxSkew 1), two nodes a zone, one web pod
+    already running in z0: the members are dealt to the zones with the fewest first, so
+    one match releases two to each (3, 2 and 2 with the running one); packed, they
+    would fill z0 and kube-scheduler would refuse most."""
+    api, queue, ledger = cluster(nodes=6, zones=3)
+    running = gated("running", cpu="1", labels={"app": "web"})
+    running["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n0"}
+    api.put(running)
+    (key,) = round_trip(queue)
+    assert bind(api, ledger, key) == "n0"
+    for i in range(6):
+        doc = gated(f"m{i}", cpu="1", created=1 + i, labels={**GANG, "app": "web"}, size=6)
+        doc["spec"]["topologySpreadConstraints"] = spread_over("topology.kubernetes.io/zone")
+        api.put(doc)
+    assert len(round_trip(queue)) == 6, queue.waiting
+    zone = {f"n{i}": f"z{i % 3}" for i in range(6)}
+    on = Counter(zone[bind(api, ledger, f"default/m{i}")] for i in range(6))
+    assert on == {"z0": 2, "z1": 2, "z2": 2}, on
