@@ -6,7 +6,8 @@ term's ``topologyKey`` label value), whose required pod affinity finds no select
 in it, or that a running pod's anti-affinity shuts out of it. So the queue keeps to the
 same rules, counting pods it released and kube-scheduler has not bound yet as placed:
 :class:`PlacedPods` gives the nodes a group may not use, :func:`repelling` the members
-to match on distinct nodes, and :func:`crowded` the nodes to leave out when a match put
+to match on distinct nodes, :func:`apart` the domains (zones, racks) members kept apart
+are dealt, and :func:`crowded` the nodes to leave out when a match put
 members together that kube-scheduler would keep apart (or apart that it would keep
 together).
 
@@ -183,6 +184,48 @@ def repelling(pods: Sequence[Pod]) -> list[tuple[str, str]]:
                 continue
             pairs += [(a.key, b.key) for b in pods if b.key != a.key and term_selects(a, term, b)]
     return pairs
+
+
+def apart(
+    pods: Sequence[Pod],
+    labels_of: NodeLabels,
+    refused: Mapping[str, set[str]],
+    namespaces: NamespaceLabels | None = None,
+) -> dict[str, set[str]]:
+    """Members that one's anti-affinity over a domain wider than a node (a zone, a rack)
+    keeps apart, each dealt a domain of its own: per member, the nodes outside it.
+    Domains go in name order to the members in key order, each the first left where the
+    member has a node not ``refused`` (left to themselves, a match packs them into one
+    domain, and a few tries seldom undo that). Too few domains: nothing is dealt."""
+    by_key: dict[str, set[str]] = {}
+    for a in pods:
+        for term in a.anti_affinity_terms:
+            key = term.topology_key
+            if key == names.LABEL_HOSTNAME:
+                continue
+            for b in pods:
+                if b.key != a.key and term_selects(a, term, b, namespaces):
+                    by_key.setdefault(key, set()).update((a.key, b.key))
+    out: dict[str, set[str]] = {}
+    for key, members in by_key.items():
+        domains: dict[str, set[str]] = {}
+        for n, labels in labels_of.items():
+            if key in labels:
+                domains.setdefault(labels[key], set()).add(n)
+        used: set[str] = set()
+        dealt: dict[str, str] = {}
+        for m in sorted(members):
+            shut = refused.get(m, set()) | out.get(m, set())
+            pick = next((d for d in sorted(domains) if d not in used and domains[d] - shut), None)
+            if pick is None:
+                break
+            used.add(pick)
+            dealt[m] = pick
+        if len(dealt) < len(members):
+            continue
+        for m, d in dealt.items():
+            out.setdefault(m, set()).update(set(labels_of) - domains[d])
+    return out
 
 
 def crowded(

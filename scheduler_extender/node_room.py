@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from fluence.host_ports import HostPort, PortsByNode, clashes
 from fluence.node_requests import Asks, RequestedByNode, most, share
 from fluence.node_rules import unmodelled_requests
-from fluence.pod_affinity import NamespaceLabels, NodeLabels, PlacedPods, crowded
+from fluence.pod_affinity import NamespaceLabels, NodeLabels, PlacedPods, apart, crowded
 from fluence.pods import Node, Pod
 from fluence.scheduling.holdings import Holding
 from fluence.topology_spread import hard_constraints, unspread
@@ -148,6 +148,10 @@ class NodeRoom:
         if self.placed.repelling or any(_has_affinity(p) for p in pods):
             for key, nodes in self.placed.refusing(pods, self.labels()).items():
                 out[key] |= nodes
+            if any(p.anti_affinity_terms for p in pods):
+                dealt = apart(pods, self.labels(), out, self.placed.namespaces)
+                for key, nodes in dealt.items():
+                    out[key] |= nodes
         if any(hard_constraints(p) for p in pods):
             placed = self.placed.on.values()
             # Members dealt out over zones are checked together once matched (unspread):

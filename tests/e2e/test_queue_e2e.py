@@ -1230,6 +1230,24 @@ def test_a_gang_spread_over_racks_is_dealt_out_evenly(suite: Suite) -> None:
     assert_none_refused(suite)
 
 
+def test_gang_members_kept_apart_per_rack_go_to_distinct_racks(suite: Suite) -> None:
+    """Three members whose required anti-affinity keeps them out of each other's rack,
+    three racks of two nodes: packed, they would share a rack and kube-scheduler would
+    refuse two; each is dealt a rack of its own, and none is refused."""
+    racks = suite.add_racks("a", "b", "c", per_rack=2)
+    rack_of = {n: r for r, made in racks.items() for n in made}
+    lab = {names.LABEL_GROUP: "apart", "app": "apart"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "3"}
+    term = {"labelSelector": {"matchLabels": {"app": "apart"}}, "topologyKey": RACK_KEY}
+    rule = {"affinity": {"podAntiAffinity": {REQUIRED: [term]}}}
+    members = [f"apart-{i}" for i in range(3)]
+    for p in members:
+        gated_pod(suite, p, labels=lab, annotations=ann, spec=rule)
+    placed = suite.wait_bound(*members, timeout=60)
+    assert sorted(rack_of[n] for n in placed.values()) == ["a", "b", "c"], placed
+    assert_none_refused(suite)
+
+
 def test_requests_the_graph_does_not_hold_are_shared_out_per_node(suite: Suite) -> None:
     """Three nodes with two dongles each (an extended resource the graph does not hold);
     a gang of five half-cpu members asking one dongle each fits any node by cpu, but

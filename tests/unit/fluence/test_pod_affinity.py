@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fluence.pod_affinity import PlacedPods, crowded, repelling, selects, term_selects
+from fluence.pod_affinity import PlacedPods, apart, crowded, repelling, selects, term_selects
 from fluence.pods import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm, decode_pod
 from tests.unit.fluence.test_pods import make_pod
 
@@ -209,3 +209,26 @@ def test_affinity_and_anti_affinity_by_namespace_labels_keep_to_the_placed_pods(
     labels = there.namespaces
     assert crowded([(apart, "n2"), (other, "n2")], LABELS, labels) == set()
     assert crowded([(apart, "n2"), (mine, "n2")], LABELS, labels) == {"n2"}
+
+
+def test_members_kept_apart_per_zone_are_each_dealt_a_zone() -> None:
+    ranks = [pod(f"r{i}", anti=[term(ZONE, app="mpi")], app="mpi") for i in range(2)]
+    other = pod("x", app="other")
+    dealt = apart([*ranks, other], LABELS, {})
+    allowed = {k: sorted(set(LABELS) - off) for k, off in dealt.items()}
+    # n4 has no zone: in no domain. Zone a (n1, n2) to r0, zone b (n3) to r1.
+    assert allowed == {"default/r0": ["n1", "n2"], "default/r1": ["n3"]}
+    # A zone a member may not use is passed over for it.
+    dealt = apart(ranks, LABELS, {"default/r0": {"n1", "n2"}})
+    assert {k: sorted(set(LABELS) - off) for k, off in dealt.items()} == {
+        "default/r0": ["n3"],
+        "default/r1": ["n1", "n2"],
+    }
+    # More members than zones: nothing is dealt (the match and its checks decide).
+    three = [pod(f"t{i}", anti=[term(ZONE, app="mpi")], app="mpi") for i in range(3)]
+    assert apart(three, LABELS, {}) == {}
+    # Per node it is repelling's job, not this one's.
+    assert (
+        apart([pod(f"h{i}", anti=[term(HOST, app="mpi")], app="mpi") for i in range(2)], LABELS, {})
+        == {}
+    )

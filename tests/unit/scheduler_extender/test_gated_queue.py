@@ -904,3 +904,22 @@ def test_gang_members_spread_over_zones_are_dealt_out_evenly() -> None:
     zone = {f"n{i}": f"z{i % 3}" for i in range(6)}
     on = Counter(zone[bind(api, ledger, f"default/m{i}")] for i in range(6))
     assert on == {"z0": 2, "z1": 2, "z2": 2}, on
+
+
+def test_gang_members_kept_apart_per_zone_are_released_to_distinct_zones() -> None:
+    """Three members whose anti-affinity keeps them out of each other's zone, three zones
+    of two nodes: packed, they would share a zone; each is dealt a zone of its own."""
+    api, queue, ledger = cluster(nodes=6, zones=3)
+    term = {
+        "labelSelector": {"matchLabels": {"app": "mpi"}},
+        "topologyKey": "topology.kubernetes.io/zone",
+    }
+    for i in range(3):
+        doc = gated(f"m{i}", cpu="1", created=i, labels={**GANG, "app": "mpi"}, size=3)
+        doc["spec"]["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+        api.put(doc)
+    assert len(round_trip(queue)) == 3, queue.waiting
+    zones = {f"z{int(bind(api, ledger, f'default/m{i}')[1:]) % 3}" for i in range(3)}
+    assert zones == {"z0", "z1", "z2"}
