@@ -47,7 +47,7 @@ ONE_POD = "ReadWriteOncePod"
 VolumeRestrictions refuses a second everywhere)."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Storage:
     """What the cluster says about claims, volumes and classes (lookups, by key)."""
 
@@ -56,6 +56,25 @@ class Storage:
     volume: Callable[[str], PersistentVolume | None]
     volumes: Callable[[], Iterable[PersistentVolume]]
     storage_class: Callable[[str], StorageClass | None]
+    memo: dict[str, list[PersistentVolume]] | None = None
+    """Each claim's candidates, once a round (None: worked out on every call)."""
+    by_class: dict[str, list[PersistentVolume]] | None = None
+
+    def for_round(self) -> Storage:
+        """The same lookups for one round: the volumes listed once, by class, and each
+        claim's candidates worked out once, however many pods and tries ask (a tenant's
+        pod with many claims costs one pass, not one per try)."""
+        return Storage(self.claim, self.volume, self.volumes, self.storage_class, memo={})
+
+    def of_class(self, name: str) -> list[PersistentVolume]:
+        """The volumes of one class (kube-scheduler binds a claim only to those)."""
+        if self.memo is None:
+            return [v for v in self.volumes() if volume_class(v) == name]
+        if self.by_class is None:
+            self.by_class = {}
+            for v in self.volumes():
+                self.by_class.setdefault(volume_class(v), []).append(v)
+        return self.by_class.get(name, [])
 
 
 def claim_keys(pod: Pod) -> list[str]:
@@ -128,11 +147,22 @@ def candidates(claim: PersistentVolumeClaim, storage: Storage) -> list[Persisten
     """The volumes the claim could bind to on some node, smallest first: the one made
     for it alone if there is one, else the available ones of its class, size, mode,
     selector and access modes."""
+    memo = storage.memo
+    key = f"{claim.key}@{claim.metadata.resource_version}"
+    if memo is not None and key in memo:
+        return memo[key]
+    found = _candidates(claim, storage)
+    if memo is not None:
+        memo[key] = found
+    return found
+
+
+def _candidates(claim: PersistentVolumeClaim, storage: Storage) -> list[PersistentVolume]:
     want = _size(claim.spec.resources.requests)
     cls = claim_class(claim)
     mode = claim.spec.volume_mode or "Filesystem"
     fit: list[PersistentVolume] = []
-    for v in storage.volumes():
+    for v in storage.of_class(cls):
         if v.spec.claim_ref is not None and not _bound_to(v, claim):
             continue
         if _size(v.spec.capacity) < want or (v.spec.volume_mode or "Filesystem") != mode:
@@ -141,7 +171,7 @@ def candidates(claim: PersistentVolumeClaim, storage: Storage) -> list[Persisten
             continue
         if _bound_to(v, claim):
             return [v]
-        if v.status.phase != names.VOLUME_AVAILABLE or volume_class(v) != cls:
+        if v.status.phase != names.VOLUME_AVAILABLE:
             continue
         if claim.spec.selector is not None and not selects(claim.spec.selector, v.metadata.labels):
             continue

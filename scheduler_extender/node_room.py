@@ -84,6 +84,8 @@ class PlacedOnNodes:
         placed = PlacedPods(self.affinity.namespaces)
         placed.on = dict(self.affinity.on)
         placed.repelling = dict(self.affinity.repelling)
+        if storage is not None:
+            storage = storage.for_round()
         room = NodeRoom(
             limits, Counter(h.node for h in held if h.node), taken, placed, nodes, storage
         )

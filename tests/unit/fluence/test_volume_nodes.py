@@ -288,3 +288,25 @@ def test_the_room_local_volumes_leave_each_node_for_a_groups_members() -> None:
     # A member with two claims takes two volumes.
     two = pod_with("d", "e", name="two")
     assert volume_room([two], NODES, store, set())[1] == {"n1": 1, "n2": 1, "n3": 0}
+
+
+def test_a_round_lists_the_volumes_once_and_each_claims_candidates_once() -> None:
+    listed: list[int] = []
+    vols = [volume(f"pv-{i}", "n1") for i in range(3)] + [volume("slow", "n2", cls="slow")]
+
+    def volumes() -> list[Any]:
+        listed.append(1)
+        return vols
+
+    claims = {f"default/c{i}": claim(f"c{i}") for i in range(50)}
+    store = Storage(claims.get, {v.metadata.name: v for v in vols}.get, volumes, CLASSES.get)
+    pods = [pod_with(f"c{i}", name=f"p{i}") for i in range(50)]
+    each = [reach(p, store) for p in pods]
+    assert len(listed) == 50 and each == [["n1"]] * 50
+    listed.clear()
+    one = store.for_round()
+    again = [reach(p, one) for p in pods]
+    volume_room(pods, NODES, one, set())
+    assert len(listed) == 1 and again == each
+    # Volumes of another class are never a claim's candidates.
+    assert [v.metadata.name for v in one.of_class("slow")] == ["slow"]
