@@ -202,6 +202,18 @@ def pinned_to(term: dict[str, Any]) -> list[str]:
     ]
 
 
+def spread_over(key: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A pod spec part: spread over ``key`` with maxSkew 1 (DoNotSchedule), counting the
+    pods ``labels`` picks."""
+    rule = {
+        "maxSkew": 1,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": labels},
+    }
+    return {"topologySpreadConstraints": [rule]}
+
+
 def assert_none_refused(suite: Suite) -> None:
     """kube-scheduler refused none of the suite's pods (no ``FailedScheduling`` Event)."""
     events = suite.core.list_namespaced_event(suite.ns).items
@@ -1158,16 +1170,7 @@ def test_pods_spread_per_node_are_released_evenly(suite: Suite) -> None:
         pin = {"nodeSelector": {SUITE_LABEL: suite.id, names.LABEL_HOSTNAME: nodes[0]}}
         gated_pod(suite, f"first-{i}", labels=web, spec=pin)
     assert set(suite.wait_bound("first-0", "first-1", timeout=60).values()) == {nodes[0]}
-    spread = {
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": names.LABEL_HOSTNAME,
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": web},
-            }
-        ]
-    }
+    spread = spread_over(names.LABEL_HOSTNAME, web)
     spread_pods = [f"web-{i}" for i in range(4)]
     for p in spread_pods:
         gated_pod(suite, p, labels=web, spec=spread)
@@ -1185,16 +1188,7 @@ def test_a_gang_spread_per_node_with_more_members_than_nodes_is_released_evenly(
     nodes = suite.add_nodes(3, cpu="4")
     lab = {names.LABEL_GROUP: "wide", "app": "wide"}
     ann = {names.ANNOTATION_GROUP_SIZE: "7"}
-    spread = {
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": names.LABEL_HOSTNAME,
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": {"app": "wide"}},
-            }
-        ]
-    }
+    spread = spread_over(names.LABEL_HOSTNAME, {"app": "wide"})
     members = [f"wide-{i}" for i in range(7)]
     for p in members:
         gated_pod(suite, p, labels=lab, annotations=ann, spec=spread)
@@ -1212,16 +1206,7 @@ def test_a_gang_spread_over_racks_is_dealt_out_evenly(suite: Suite) -> None:
     rack_of = {n: r for r, made in racks.items() for n in made}
     lab = {names.LABEL_GROUP: "racked", "app": "racked"}
     ann = {names.ANNOTATION_GROUP_SIZE: "6"}
-    spread = {
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": RACK_KEY,
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": {"app": "racked"}},
-            }
-        ]
-    }
+    spread = spread_over(RACK_KEY, {"app": "racked"})
     members = [f"racked-{i}" for i in range(6)]
     for p in members:
         gated_pod(suite, p, labels=lab, annotations=ann, spec=spread)
