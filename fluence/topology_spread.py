@@ -199,16 +199,16 @@ def shares(
     on = list(placed)
     alike: dict[bytes, list[Pod]] = {}
     for p in pods:
-        if any(_dealt(c) for c in hard_constraints(p)):
-            alike.setdefault(_signature(p), []).append(p)
+        rules = [(c, _selector(c, p)) for c in hard_constraints(p)]
+        dealt_by = next((sel for c, sel in rules if _dealt(c)), None)
+        if dealt_by is None or not selects(dealt_by, p.metadata.labels):
+            continue  # no such spread, or one that does not count the member itself
+        alike.setdefault(_rules_signature(p, rules), []).append(p)
     for members in alike.values():
         if len(members) < 2:
             continue
         view = Spread(members[0], nodes, on)
         rule = next(i for i, (c, _) in enumerate(view.rules) if _dealt(c))
-        _, sel = view.rules[rule]
-        if not selects(sel, members[0].metadata.labels):
-            continue  # members do not count toward their own spread
         domain, counts = view.domain[rule], Counter(view.counts[rule])
         if not counts:
             continue
@@ -220,6 +220,24 @@ def shares(
         for p, value in zip(sorted(members, key=lambda m: m.key), dealt, strict=True):
             out[p.key] = {n for n in nodes if domain.get(n) != value}
     return out
+
+
+def _rules_signature(
+    pod: Pod, rules: list[tuple[TopologySpreadConstraint, LabelSelector | None]]
+) -> bytes:
+    """What dealing a member out depends on: its namespace, its spread with the selectors
+    its own labels make, and the nodes that count (members of an indexed Job differ in a
+    label, not in this)."""
+    spec = pod.spec
+    return msgspec.json.encode(
+        (
+            pod.metadata.namespace,
+            rules,
+            spec.node_selector,
+            spec.affinity.node_affinity if spec.affinity else None,
+            spec.tolerations,
+        )
+    )
 
 
 def _dealt(c: TopologySpreadConstraint) -> bool:

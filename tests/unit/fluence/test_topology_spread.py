@@ -121,3 +121,25 @@ def test_members_spread_over_zones_are_dealt_to_the_fewest_first() -> None:
     assert shares(members[:1], CLUSTER, []) == {}
     assert shares([pod(f"w{i}", spread(skew=2)) for i in range(3)], CLUSTER, []) == {}
     assert shares([pod(f"h{i}", spread(HOST)) for i in range(3)], CLUSTER, []) == {}
+
+
+def test_members_of_an_indexed_job_are_dealt_out_though_their_labels_differ() -> None:
+    """An indexed Job's pods differ in their completion-index label, not in their spread."""
+    members = []
+    for i in range(3):
+        doc = make_pod(f"j{i}", raw=True, labels={"app": "web", "index": str(i)})
+        doc["spec"]["topologySpreadConstraints"] = [spread()]
+        members.append(decode_pod(json.dumps(doc)))
+    dealt = shares(members, CLUSTER, [])
+    assert {k: sorted(set(CLUSTER) - off) for k, off in dealt.items()} == {
+        "default/j0": ["a1", "a2"],
+        "default/j1": ["b1"],
+        "default/j2": ["c1"],
+    }
+    # matchLabelKeys on the index makes each member its own kind: nothing to deal.
+    keyed = []
+    for i in range(3):
+        doc = make_pod(f"k{i}", raw=True, labels={"app": "web", "index": str(i)})
+        doc["spec"]["topologySpreadConstraints"] = [spread(matchLabelKeys=["index"])]
+        keyed.append(decode_pod(json.dumps(doc)))
+    assert shares(keyed, CLUSTER, []) == {}
