@@ -98,6 +98,8 @@ NO_PROVISIONER = "kubernetes.io/no-provisioner"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 VOLUME_AVAILABLE = "Available"
 STORAGE_CLASSES_PATH = "/apis/storage.k8s.io/v1/storageclasses"
+CSI_NODES_PATH = "/apis/storage.k8s.io/v1/csinodes"
+VOLUME_ATTACHMENTS_PATH = "/apis/storage.k8s.io/v1/volumeattachments"
 
 # Other projects' group labels that fluence honours.
 LABEL_K8S_POD_GROUP = "scheduling.k8s.io/pod-group"

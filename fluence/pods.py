@@ -390,6 +390,11 @@ class ClaimRef(msgspec.Struct, omit_defaults=True):
     uid: str = ""
 
 
+class CSIVolumeSource(msgspec.Struct, rename="camel", omit_defaults=True):
+    driver: str = ""
+    volume_handle: str = ""
+
+
 class PersistentVolumeSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     node_affinity: VolumeNodeAffinity | None = None
     """The nodes the volume can be reached from (a local disk, a zonal volume)."""
@@ -398,6 +403,8 @@ class PersistentVolumeSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     access_modes: list[str] = []
     volume_mode: str | None = None
     storage_class_name: str = ""
+    csi: CSIVolumeSource | None = None
+    """Set for a volume a CSI driver serves (its attach limits count it)."""
 
 
 class VolumeStatus(msgspec.Struct, omit_defaults=True):
@@ -426,6 +433,44 @@ class StorageClass(msgspec.Struct, rename="camel", omit_defaults=True):
     provisioner: str = ""
     volume_binding_mode: str | None = None
     allowed_topologies: list[TopologySelectorTerm] = []
+
+
+class VolumeCount(msgspec.Struct, omit_defaults=True):
+    count: int | None = None
+
+
+class CSINodeDriver(msgspec.Struct, omit_defaults=True):
+    name: str = ""
+    allocatable: VolumeCount | None = None
+    """How many of the driver's volumes the node can attach (None: no limit)."""
+
+
+class CSINodeSpec(msgspec.Struct, omit_defaults=True):
+    drivers: list[CSINodeDriver] = []
+
+
+class CSINode(msgspec.Struct, omit_defaults=True):
+    """A node's CSI drivers (named as the node), written by its kubelet."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: CSINodeSpec = msgspec.field(default_factory=CSINodeSpec)
+
+
+class AttachmentSource(msgspec.Struct, rename="camel", omit_defaults=True):
+    persistent_volume_name: str | None = None
+
+
+class AttachmentSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    attacher: str = ""
+    node_name: str = ""
+    source: AttachmentSource = msgspec.field(default_factory=AttachmentSource)
+
+
+class VolumeAttachment(msgspec.Struct, omit_defaults=True):
+    """A volume attached (or being attached) to a node by its CSI driver."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: AttachmentSpec = msgspec.field(default_factory=AttachmentSpec)
 
 
 class Gang(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -647,6 +692,8 @@ _claim_decoder = msgspec.json.Decoder(PersistentVolumeClaim)
 _volume_decoder = msgspec.json.Decoder(PersistentVolume)
 _storage_class_decoder = msgspec.json.Decoder(StorageClass)
 _namespace_decoder = msgspec.json.Decoder(Namespace)
+_csi_node_decoder = msgspec.json.Decoder(CSINode)
+_attachment_decoder = msgspec.json.Decoder(VolumeAttachment)
 
 
 def decode_claim(data: bytes | str) -> PersistentVolumeClaim:
@@ -663,6 +710,14 @@ def decode_namespace(data: bytes | str) -> Namespace:
 
 def decode_storage_class(data: bytes | str) -> StorageClass:
     return _storage_class_decoder.decode(data)
+
+
+def decode_csi_node(data: bytes | str) -> CSINode:
+    return _csi_node_decoder.decode(data)
+
+
+def decode_attachment(data: bytes | str) -> VolumeAttachment:
+    return _attachment_decoder.decode(data)
 
 
 def decode_podgroup(data: bytes | str) -> PodGroup:

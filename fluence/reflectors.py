@@ -22,6 +22,7 @@ import msgspec
 from fluence import groups, names, untrusted
 from fluence.pods import (
     CompositePodGroup,
+    CSINode,
     Namespace,
     Node,
     PersistentVolume,
@@ -29,8 +30,11 @@ from fluence.pods import (
     Pod,
     PodGroup,
     StorageClass,
+    VolumeAttachment,
+    decode_attachment,
     decode_claim,
     decode_compositepodgroup,
+    decode_csi_node,
     decode_namespace,
     decode_node,
     decode_pod,
@@ -397,8 +401,29 @@ class ClusterReflectors:
             name="namespaces",
             kind="Namespace",
         )
+        self.csi_nodes: Reflector[CSINode] = Reflector(
+            api,
+            names.CSI_NODES_PATH,
+            decode_csi_node,
+            lambda n: n.metadata.name,
+            name="csinodes",
+            kind="CSINode",
+        )
+        self.attachments: Reflector[VolumeAttachment] = Reflector(
+            api,
+            names.VOLUME_ATTACHMENTS_PATH,
+            decode_attachment,
+            lambda a: a.metadata.name,
+            name="volumeattachments",
+            kind="VolumeAttachment",
+        )
         self.storage = Storage(
-            self.claims.get, self.volumes.get, self.volumes.items, self.storage_classes.get
+            self.claims.get,
+            self.volumes.get,
+            self.volumes.items,
+            self.storage_classes.get,
+            self.csi_nodes.items,
+            self.attachments.items,
         )
         """Claims, volumes and classes, as :mod:`fluence.volume_nodes` reads them."""
         self.all: list[Reflector[Any]] = [
@@ -407,6 +432,8 @@ class ClusterReflectors:
             self.claims,
             self.volumes,
             self.storage_classes,
+            self.csi_nodes,
+            self.attachments,
             self.namespaces,
             *self.podgroups,
             self.x_podgroups,

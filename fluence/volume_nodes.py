@@ -29,6 +29,7 @@ from fluence import names
 from fluence.node_rules import term_admits
 from fluence.pod_affinity import selects
 from fluence.pods import (
+    CSINode,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -37,6 +38,7 @@ from fluence.pods import (
     Pod,
     QuantityError,
     StorageClass,
+    VolumeAttachment,
     parse_quantity,
 )
 
@@ -56,6 +58,9 @@ class Storage:
     volume: Callable[[str], PersistentVolume | None]
     volumes: Callable[[], Iterable[PersistentVolume]]
     storage_class: Callable[[str], StorageClass | None]
+    csi_nodes: Callable[[], Iterable[CSINode]] = tuple
+    """Each node's CSI drivers and how many volumes each may attach there."""
+    attachments: Callable[[], Iterable[VolumeAttachment]] = tuple
     memo: dict[str, list[PersistentVolume]] | None = None
     """Each claim's candidates, once a round (None: worked out on every call)."""
     by_class: dict[str, list[PersistentVolume]] | None = None
@@ -64,7 +69,15 @@ class Storage:
         """The same lookups for one round: the volumes listed once, by class, and each
         claim's candidates worked out once, however many pods and tries ask (a tenant's
         pod with many claims costs one pass, not one per try)."""
-        return Storage(self.claim, self.volume, self.volumes, self.storage_class, memo={})
+        return Storage(
+            self.claim,
+            self.volume,
+            self.volumes,
+            self.storage_class,
+            self.csi_nodes,
+            self.attachments,
+            memo={},
+        )
 
     def of_class(self, name: str) -> list[PersistentVolume]:
         """The volumes of one class (kube-scheduler binds a claim only to those)."""

@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
             cache.claims,
             cache.volumes,
             cache.storage_classes,
+            cache.csi_nodes,
+            cache.attachments,
             cache.namespaces,
         ):
             store.add_handler(gated.on_change)

@@ -244,8 +244,9 @@ class GatedQueue:
             self.poke()
 
     def on_change(self, kind: str, obj: object) -> None:
-        """A reflector handler for nodes, claims, volumes and storage classes: room may
-        have freed or a rule changed, so a round looks again."""
+        """A reflector handler for nodes, claims, volumes, storage classes, CSI nodes,
+        volume attachments and namespaces: room may have freed or a rule changed, so a
+        round looks again."""
         self.poke()
 
     def poke(self) -> None:

@@ -6,7 +6,8 @@ The queue pins each released pod to the node Fluxion chose, and kube-scheduler t
 refuses it there if the node is at its allocatable pod count, if a port the pod takes is
 taken, if pod (anti-)affinity rules the node out, or if one of its claims cannot have a
 volume there (:mod:`fluence.volume_nodes`); a pinned pod's spread constraints
-hold only if the queue keeps to them (:mod:`fluence.topology_spread`).
+hold only if the queue keeps to them (:mod:`fluence.topology_spread`); it refuses one
+whose CSI volumes would take a node past its attach limit (:mod:`fluence.volume_limits`).
 :class:`PlacedOnNodes` follows the pods of every scheduler that are bound or released
 pinned to a node; once a round the queue takes a :class:`NodeRoom` from it, leaves out of
 each group's match the nodes that would refuse a member, and checks the match it gets
@@ -27,6 +28,7 @@ from fluence.scheduling.holdings import Holding
 from fluence.topology_spread import hard_constraints, unspread
 from fluence.topology_spread import refusing as spread_refusing
 from fluence.topology_spread import shares as spread_shares
+from fluence.volume_limits import AttachedByNode, attachable, by_pod
 from fluence.volume_nodes import (
     Storage,
     claim_keys,
@@ -91,12 +93,17 @@ class PlacedOnNodes:
         )
         for node, asks in self._asking.values():
             room.requested.add(node, asks)
+        if storage is not None:
+            room.attached = AttachedByNode(storage)
         if storage is not None and self._claiming:
             # Released pods whose claims kube-scheduler has yet to bind will take volumes.
             short(self._claiming.values(), room.nodes(), storage, room.volumes_taken)
             room.claim_users = {
                 claim: pod.key for pod, _ in self._claiming.values() for claim in claim_keys(pod)
             }
+            if room.attached:
+                for pod, node in self._claiming.values():
+                    room.attached.add(node, attachable(pod, storage))
         return room
 
 
@@ -118,6 +125,9 @@ class NodeRoom:
     """Claim key -> a placed pod that uses it."""
     requested: RequestedByNode = field(default_factory=RequestedByNode)
     """What placed pods ask of each node beyond the graph's resources."""
+    attached: AttachedByNode | None = None
+    """CSI volumes attached or used per node with attach limits (None: left to
+    kube-scheduler)."""
     _nodes: Mapping[str, Node] | None = None
     _labels: NodeLabels | None = None
 
@@ -143,8 +153,9 @@ class NodeRoom:
 
     def refusing(self, pods: Sequence[Pod]) -> dict[str, set[str]]:
         """Per pod of ``pods``, the nodes that would refuse it: at their pod limit, one of
-        its ports taken, ruled out by pod affinity with the pods placed, by its spread, or
-        where one of its claims cannot have a volume."""
+        its ports taken, ruled out by pod affinity with the pods placed, by its spread,
+        where one of its claims cannot have a volume, or where its volumes would go past
+        an attach limit."""
         full = self.full()
         out = {p.key: full | self.ports.refusing(p.host_ports) for p in pods}
         if self.placed.repelling or any(_has_affinity(p) for p in pods):
@@ -175,6 +186,16 @@ class NodeRoom:
             if len(members) > 1:
                 for key, nodes in share(room, members).items():
                     out[key] |= nodes
+        if self.attached and claiming:
+            assert storage is not None
+            attaching = by_pod(claiming, storage)
+            if len(attaching) > 1:
+                # Members share each node's attach limits, as for volumes made in advance.
+                capacity = self.attached.capacity(attaching.values(), self.nodes())
+                for key, nodes in share(capacity, sorted(attaching)).items():
+                    out[key] |= nodes
+            for key, volumes in attaching.items():
+                out[key] |= self.attached.refusing(volumes)
         asking = {p.key: asks for p in pods if (asks := unmodelled_requests(p))}
         if len(asking) > 1:
             # Members share each node's room for what the graph does not hold.
@@ -198,15 +219,20 @@ class NodeRoom:
         return in_use(claiming, self.claim_users, self.storage) if claiming else ""
 
     def clashing(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> set[str]:
-        """Nodes a match just made filled past their limit or past their room for what the
-        graph does not hold, or put members on that take one port, that pod affinity keeps
-        apart (or together), or that their spread would not take: left out of the next."""
+        """Nodes a match just made filled past their limit, past their room for what the
+        graph does not hold or past an attach limit, or put members on that take one
+        port, that pod affinity keeps apart (or together), or that their spread would not
+        take: left out of the next."""
         mine = Counter(h.node for h in placed.values() if h.node)
         out = self.past(mine) | _meeting(placed.values(), pods)
         matched = [(pods[k], h.node) for k, h in placed.items() if k in pods and h.node]
         asking = [(p.key, n, asks) for p, n in matched if (asks := unmodelled_requests(p))]
         if asking:
             out |= set(self.requested.overflow(asking, self.nodes()).values())
+        if self.attached and self.storage is not None:
+            volumes = by_pod((p for p, _ in matched), self.storage)
+            attaching = [(p.key, n, volumes[p.key]) for p, n in matched if p.key in volumes]
+            out |= set(self.attached.overflow(attaching).values())
         if any(_has_affinity(p) for p, _ in matched):
             out |= crowded(matched, self.labels(), self.placed.namespaces)
         if any(hard_constraints(p) for p, _ in matched):
@@ -236,21 +262,25 @@ class NodeRoom:
     def take(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> None:
         """A match is kept: the round's next groups see its pods, ports and labels."""
         self.counts.update(h.node for h in placed.values() if h.node)
-        if self.storage is not None:
-            claiming = [(pods[k], h.node) for k, h in placed.items() if k in pods and h.node]
-            claiming = [(p, n) for p, n in claiming if claim_keys(p)]
-            if claiming:
-                short(claiming, self.nodes(), self.storage, self.volumes_taken)
-                for p, _ in claiming:
-                    self.claim_users.update(dict.fromkeys(claim_keys(p), p.key))
+        claiming: list[tuple[Pod, str]] = []
         for key, h in placed.items():
             pod = pods.get(key)
-            if pod is not None and h.node:
-                self.ports.add(h.node, pod.host_ports)
-                self.placed.put(key, h.node, pod)
-                asks = unmodelled_requests(pod)
-                if asks:
-                    self.requested.add(h.node, asks)
+            if pod is None or not h.node:
+                continue
+            self.ports.add(h.node, pod.host_ports)
+            self.placed.put(key, h.node, pod)
+            asks = unmodelled_requests(pod)
+            if asks:
+                self.requested.add(h.node, asks)
+            if self.storage is not None and claim_keys(pod):
+                claiming.append((pod, h.node))
+        if claiming:
+            assert self.storage is not None
+            short(claiming, self.nodes(), self.storage, self.volumes_taken)
+            for p, n in claiming:
+                self.claim_users.update(dict.fromkeys(claim_keys(p), p.key))
+                if self.attached:
+                    self.attached.add(n, attachable(p, self.storage))
 
 
 def _has_affinity(pod: Pod) -> bool:

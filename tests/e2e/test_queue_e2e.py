@@ -1318,17 +1318,9 @@ def test_a_pod_whose_read_write_once_pod_claim_is_in_use_waits_for_its_user(
     refuse it everywhere) until the first is gone, then is released and runs."""
     suite.add_nodes(2, cpu="4")
     pv = f"solo-{suite.id}"
+    source = {"hostPath": {"path": f"/tmp/{pv}"}}
     suite.core.create_persistent_volume(
-        {
-            "metadata": {"name": pv},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOncePod"],
-                "storageClassName": "",
-                "hostPath": {"path": f"/tmp/{pv}"},
-                "claimRef": {"namespace": suite.ns, "name": "solo"},
-            },
-        }
+        persistent_volume(pv, source, mode="ReadWriteOncePod", claim=(suite.ns, "solo"))
     )
     try:
         suite.core.create_namespaced_persistent_volume_claim(
@@ -1371,19 +1363,93 @@ def test_a_pod_whose_read_write_once_pod_claim_is_in_use_waits_for_its_user(
             suite.core.delete_persistent_volume(pv)
 
 
-def local_volume(name: str, node: str, storage_class: str) -> dict[str, Any]:
-    """A 1Gi local PersistentVolume of ``storage_class`` that only ``node`` reaches."""
-    reach = {"key": names.LABEL_HOSTNAME, "operator": "In", "values": [node]}
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": storage_class,
-            "local": {"path": f"/mnt/{name}"},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [reach]}]}},
-        },
+def persistent_volume(
+    name: str,
+    source: dict[str, Any],
+    *,
+    storage_class: str = "",
+    mode: str = "ReadWriteOnce",
+    claim: tuple[str, str] | None = None,
+    node: str = "",
+) -> dict[str, Any]:
+    """A 1Gi PersistentVolume served by ``source``, made for ``claim`` (namespace, name)
+    if given, reachable only from ``node`` if given."""
+    spec: dict[str, Any] = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": [mode],
+        "storageClassName": storage_class,
+        **source,
     }
+    if claim is not None:
+        spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
+    if node:
+        reach = {"key": names.LABEL_HOSTNAME, "operator": "In", "values": [node]}
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [reach]}]}}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def local_volume(name: str, node: str, storage_class: str) -> dict[str, Any]:
+    """A local PersistentVolume of ``storage_class`` that only ``node`` reaches."""
+    return persistent_volume(
+        name, {"local": {"path": f"/mnt/{name}"}}, storage_class=storage_class, node=node
+    )
+
+
+def test_gang_members_csi_volumes_stay_within_each_nodes_attach_limit(suite: Suite) -> None:
+    """Three nodes whose CSINode lets a CSI driver attach one volume each; a gang of three
+    one-cpu pods, each with a claim bound to a volume of that driver. By cpu they fit on
+    one node (and Fluxion packs them), but kube-scheduler's NodeVolumeLimits takes one
+    per node: the queue releases them one a node and kube-scheduler refuses none."""
+    nodes = suite.add_nodes(3, cpu="4")
+    driver = f"e2e-{suite.id}.csi.example.com"
+    storage = StorageV1Api(suite.core.api_client)
+    for node in nodes:
+        allowed = {"name": driver, "nodeID": node, "allocatable": {"count": 1}}
+        storage.create_csi_node({"metadata": {"name": node}, "spec": {"drivers": [allowed]}})
+    members = [f"attach-{i}" for i in range(3)]
+    volumes = [f"attach-{suite.id}-{i}" for i in range(3)]
+    try:
+        for i, pv in enumerate(volumes):
+            source = {"csi": {"driver": driver, "volumeHandle": pv}}
+            suite.core.create_persistent_volume(
+                persistent_volume(pv, source, claim=(suite.ns, f"vol-{i}"))
+            )
+            suite.core.create_namespaced_persistent_volume_claim(
+                suite.ns,
+                {
+                    "metadata": {"name": f"vol-{i}"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": "",
+                        "volumeName": pv,
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    },
+                },
+            )
+        for i in range(3):
+
+            def bound(i: int = i) -> bool:
+                c = suite.core.read_namespaced_persistent_volume_claim(f"vol-{i}", suite.ns)
+                return bool(c.status.phase == "Bound")
+
+            wait_for(bound, 60, f"claim vol-{i} to be bound to its volume")
+        lab = {names.LABEL_GROUP: "attach"}
+        ann = {names.ANNOTATION_GROUP_SIZE: "3"}
+        for i, pod in enumerate(members):
+            spec = {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": f"vol-{i}"}}]}
+            gated_pod(suite, pod, spec=spec, labels=lab, annotations=ann)
+        placed = suite.wait_bound(*members, timeout=90)
+        assert sorted(placed.values()) == sorted(nodes), placed
+        for pod in members:
+            assert_released_to(suite.get(pod), placed[pod])
+        assert_none_refused(suite)
+    finally:
+        for pv in volumes:
+            with contextlib.suppress(ApiException):
+                suite.core.delete_persistent_volume(pv)
+        for node in nodes:
+            with contextlib.suppress(ApiException):
+                storage.delete_csi_node(node)
 
 
 def test_gang_claims_waiting_for_their_first_consumer_each_get_a_local_volume(

@@ -46,6 +46,8 @@ EXTENDER = rights(
     ("persistentvolumeclaims", "get list watch"),  # fluence.reflectors (fluence.volume_nodes)
     ("persistentvolumes", "get list watch"),  # fluence.reflectors (fluence.volume_nodes)
     ("storageclasses.storage.k8s.io", "get list watch"),  # fluence.reflectors (volume_nodes)
+    ("csinodes.storage.k8s.io", "get list watch"),  # fluence.reflectors (volume_limits)
+    ("volumeattachments.storage.k8s.io", "get list watch"),  # fluence.reflectors (volume_limits)
     ("namespaces", "get list watch"),  # fluence.reflectors (fluence.pod_affinity)
     ("pods/binding", "create"),  # scheduler_extender.binder
     ("pods/eviction", "create"),  # scheduler_extender.eviction

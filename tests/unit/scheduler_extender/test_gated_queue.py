@@ -24,6 +24,7 @@ from scheduler_extender.gated_queue import GatedQueue
 from scheduler_extender.scheduling import ReleaseRefused, Scheduler
 from tests.support.admission import apply_patch
 from tests.unit.fluence.test_pods import make_node, make_pod
+from tests.unit.fluence.test_volume_limits import csi_node, csi_storage, csi_volume
 from tests.unit.fluence.test_volume_nodes import BOUND, claim, storage, volume
 
 EXAMPLES = resources.load("examples/resources.yaml")
@@ -883,6 +884,45 @@ def test_local_volumes_are_shared_out_among_a_gangs_members_before_the_match() -
     assert len(round_trip(queue)) == 5, queue.waiting
     on = Counter(bind(api, ledger, f"default/m{i}") for i in range(5))
     assert on == {"n0": 1, "n1": 2, "n2": 2}, on
+
+
+def test_csi_volumes_stay_within_each_nodes_attach_limit() -> None:
+    """Each node may attach two volumes of the driver; a running pod on n0 uses one. A
+    gang of four members with a volume each fits any node by cpu (Fluxion would pack
+    them), but within the counts only two a node: the first match holds to them. On a
+    full node a pod whose volume the node has may still go; one with a new one may not."""
+    api, queue, ledger = cluster(nodes=3)
+    claims = [claim(f"c{i}", f"pv{i}", cls="now", annotations=BOUND) for i in range(7)]
+    limits = [csi_node(f"n{i}", csi_example=2) for i in range(3)]
+    queue.storage = csi_storage(claims, [csi_volume(f"pv{i}") for i in range(7)], limits)
+
+    def uses(doc: dict[str, Any], i: int) -> dict[str, Any]:
+        doc["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": f"c{i}"}}]
+        return doc
+
+    first = uses(gated("first", cpu="1", created=0), 0)
+    first["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n0"}
+    api.put(first)
+    (key,) = round_trip(queue)
+    assert bind(api, ledger, key) == "n0"
+    for i in range(1, 5):
+        api.put(uses(gated(f"m{i}", cpu="0.5", created=i, labels=GANG, size=4), i))
+    assert len(round_trip(queue)) == 4, queue.waiting
+    claim_on = {0: "n0"} | {i: bind(api, ledger, f"default/m{i}") for i in range(1, 5)}
+    used = Counter(claim_on.values())
+    assert max(used.values()) == 2, used
+    # Five volumes, two a node: two nodes are full. A pod there with a volume the node
+    # has goes; one with a new volume waits.
+    full = min(n for n, k in used.items() if k == 2)
+    has = min(i for i, n in claim_on.items() if n == full)
+    for name, i in (("again", has), ("new", 5)):
+        doc = uses(gated(name, cpu="0.1", created=10 + len(name)), i)
+        doc["spec"]["nodeSelector"] = {"kubernetes.io/hostname": full}
+        api.put(doc)
+    assert round_trip(queue) == ["default/again"], queue.waiting
+    assert bind(api, ledger, "default/again") == full
+    (w,) = queue.waiting
+    assert w.members == ("default/new",), w
 
 
 def test_gang_members_spread_over_zones_are_dealt_out_evenly() -> None:
