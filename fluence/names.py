@@ -85,6 +85,12 @@ MUTATING_ADMISSION_PLUGIN = "MutatingAdmissionWebhook"
 # Well-known node labels.
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 """The node label the kubelet sets to the node's name: the per-node topology key."""
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+LABEL_BETA_REGION = "failure-domain.beta.kubernetes.io/region"
+MULTI_ZONE_DELIMITER = "__"
+"""Between the zones of a volume's zone label that names several."""
 
 # Volume binding: what kube-scheduler's VolumeBinding filter and the volume binder read.
 ANNOTATION_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"

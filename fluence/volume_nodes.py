@@ -10,7 +10,10 @@ The queue pins pods to nodes, and kube-scheduler refuses a pinned pod on a node 
   ``allowedTopologies`` rule the node out); each claim takes a volume of its own;
 - or, on every node, while a claim is missing, being deleted, bound but not yet
   complete, or unbound with ``Immediate`` binding (kube-scheduler tries again when the
-  claim changes; so does the queue).
+  claim changes; so does the queue);
+- or, by its VolumeZone filter, a bound claim's volume is labelled with zones or regions
+  (``topology.kubernetes.io/zone``, the beta labels) and the node carries such labels
+  but not one of those values (:func:`volume_zones`, :func:`out_of_zone`).
 
 So the queue keeps the same rules: :func:`volume_terms` names, per claim, the nodes it
 admits alone; :func:`volume_room` how many of a group's members each node's volumes made
@@ -274,6 +277,52 @@ def volume_terms(pod: Pod, storage: Storage) -> list[list[NodeSelectorTerm]]:
         if terms is not None:
             out.append(terms)
     return out
+
+
+ZONE_LABELS = (names.LABEL_BETA_ZONE, names.LABEL_BETA_REGION, names.LABEL_ZONE, names.LABEL_REGION)
+_GA_LABEL = {names.LABEL_BETA_ZONE: names.LABEL_ZONE, names.LABEL_BETA_REGION: names.LABEL_REGION}
+
+Zones = list[tuple[str, frozenset[str]]]
+"""(label key, the values a node may have for it), one per label of a volume."""
+
+
+def volume_zones(pod: Pod, storage: Storage) -> Zones:
+    """The zone and region labels of the volumes the pod's bound claims (not its
+    ephemeral ones, as kube-scheduler) use; a label naming an empty zone is ignored."""
+    out: Zones = []
+    ns = pod.metadata.namespace
+    for v in pod.spec.volumes:
+        if v.persistent_volume_claim is None:
+            continue
+        claim = storage.claim(f"{ns}/{v.persistent_volume_claim.claim_name}")
+        volume = (
+            storage.volume(claim.spec.volume_name) if claim and claim.spec.volume_name else None
+        )
+        if volume is None:
+            continue
+        for key in ZONE_LABELS:
+            value = volume.metadata.labels.get(key)
+            if value is None:
+                continue
+            zones = [z.strip() for z in value.split(names.MULTI_ZONE_DELIMITER)]
+            if all(zones):
+                out.append((key, frozenset(zones)))
+    return out
+
+
+def out_of_zone(node: Node, zones: Zones) -> bool:
+    """Is ``node`` outside one of the volumes' zones? A node without zone or region labels
+    is in all of them."""
+    labels = node.metadata.labels
+    if not zones or not any(k in labels for k in ZONE_LABELS):
+        return False
+    for key, values in zones:
+        value = labels.get(key)
+        if value is None:
+            value = labels.get(_GA_LABEL.get(key, key))
+        if value is None or value not in values:
+            return True
+    return False
 
 
 def unmet(pod: Pod, storage: Storage) -> str:

@@ -33,11 +33,13 @@ from fluence.volume_nodes import (
     Storage,
     claim_keys,
     in_use,
+    out_of_zone,
     short,
     unmet,
     unreachable,
     volume_room,
     volume_terms,
+    volume_zones,
 )
 
 
@@ -176,9 +178,13 @@ class NodeRoom:
         claiming = [p for p in pods if claim_keys(p)] if storage is not None else []
         for p in claiming:
             assert storage is not None
-            terms = volume_terms(p, storage)
-            if terms:
-                out[p.key] |= {n for n, node in self.nodes().items() if unreachable(node, terms)}
+            terms, zones = volume_terms(p, storage), volume_zones(p, storage)
+            if terms or zones:
+                out[p.key] |= {
+                    n
+                    for n, node in self.nodes().items()
+                    if unreachable(node, terms) or out_of_zone(node, zones)
+                }
         if len(claiming) > 1:
             # Members share the volumes made in advance on each node, one set each.
             assert storage is not None

@@ -179,15 +179,18 @@ class Suite:
         )
         return made
 
-    def add_racks(self, *racks: str, per_rack: int = 2) -> dict[str, list[str]]:
-        """``per_rack`` nodes of 4 cpu labelled with each rack (``f<id>-<rack>-<i>``)."""
+    def add_racks(
+        self, *racks: str, per_rack: int = 2, key: str = RACK_KEY
+    ) -> dict[str, list[str]]:
+        """``per_rack`` nodes of 4 cpu labelled ``key`` with each rack (``f<id>-<rack>-<i>``;
+        the label's value ``<id>-<rack>``)."""
         made: dict[str, list[str]] = {}
         for rack in racks:
             made[rack] = self.stack.cp.add_nodes(
                 per_rack,
                 prefix=f"f{self.id}-{rack}-",
                 capacity={"cpu": "4", "memory": "8Gi", "pods": "110"},
-                labels={SUITE_LABEL: self.id, RACK_KEY: f"{self.id}-{rack}"},
+                labels={SUITE_LABEL: self.id, key: f"{self.id}-{rack}"},
             )
             self.nodes += made[rack]
         wait_for(

@@ -1452,6 +1452,54 @@ def test_gang_members_csi_volumes_stay_within_each_nodes_attach_limit(suite: Sui
                 storage.delete_csi_node(node)
 
 
+def test_a_pod_whose_volume_is_labelled_with_a_zone_goes_to_that_zone(suite: Suite) -> None:
+    """Three zones of two nodes; a claim bound to a volume labelled with the last zone
+    (kube-scheduler's VolumeZone takes the pod only to nodes of that zone). A gang of two
+    pods sharing the claim fits anywhere by cpu: the queue releases both to that zone,
+    and kube-scheduler refuses neither."""
+    zones = suite.add_racks("za", "zb", "zc", per_rack=2, key=names.LABEL_ZONE)
+    pv = f"zoned-{suite.id}"
+    volume = persistent_volume(
+        pv, {"hostPath": {"path": f"/tmp/{pv}"}}, mode="ReadWriteMany", claim=(suite.ns, "zoned")
+    )
+    volume["metadata"]["labels"] = {names.LABEL_ZONE: f"{suite.id}-zc"}
+    suite.core.create_persistent_volume(volume)
+    try:
+        suite.core.create_namespaced_persistent_volume_claim(
+            suite.ns,
+            {
+                "metadata": {"name": "zoned"},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "volumeName": pv,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            },
+        )
+        wait_for(
+            lambda: (
+                suite.core.read_namespaced_persistent_volume_claim("zoned", suite.ns).status.phase
+                == "Bound"
+            ),
+            60,
+            "the claim to be bound to its volume",
+        )
+        uses = {"volumes": [{"name": "z", "persistentVolumeClaim": {"claimName": "zoned"}}]}
+        lab = {names.LABEL_GROUP: "zoned"}
+        ann = {names.ANNOTATION_GROUP_SIZE: "2"}
+        for pod in ("zoned-0", "zoned-1"):
+            gated_pod(suite, pod, spec=uses, labels=lab, annotations=ann)
+        placed = suite.wait_bound("zoned-0", "zoned-1", timeout=60)
+        assert set(placed.values()) <= set(zones["zc"]), (placed, zones)
+        for pod, node in placed.items():
+            assert_released_to(suite.get(pod), node)
+        assert_none_refused(suite)
+    finally:
+        with contextlib.suppress(ApiException):
+            suite.core.delete_persistent_volume(pv)
+
+
 def test_gang_claims_waiting_for_their_first_consumer_each_get_a_local_volume(
     suite: Suite,
 ) -> None:

@@ -80,6 +80,7 @@ def make_node(
     extra: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
     unschedulable: bool = False,
+    labels: dict[str, str] | None = None,
     raw: bool = False,
 ) -> Any:
     alloc = {"cpu": cpu, "memory": memory, "pods": "110"}
@@ -89,7 +90,7 @@ def make_node(
     doc = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
         "spec": {"taints": taints or [], "unschedulable": unschedulable},
         "status": {"capacity": dict(alloc), "allocatable": alloc},
     }

@@ -10,11 +10,13 @@ from fluence.pods import decode_claim, decode_pod, decode_storage_class, decode_
 from fluence.volume_nodes import (
     Storage,
     in_use,
+    out_of_zone,
     short,
     unmet,
     unreachable,
     volume_room,
     volume_terms,
+    volume_zones,
 )
 from tests.unit.fluence.test_pods import make_node, make_pod
 
@@ -310,3 +312,44 @@ def test_a_round_lists_the_volumes_once_and_each_claims_candidates_once() -> Non
     assert len(listed) == 1 and again == each
     # Volumes of another class are never a claim's candidates.
     assert [v.metadata.name for v in one.of_class("slow")] == ["slow"]
+
+
+def test_a_bound_volumes_zone_labels_keep_the_pod_to_nodes_of_those_zones() -> None:
+    """As kube-scheduler's VolumeZone: a node lacking every zone and region label takes
+    the pod; one with them must have one of the volume's values for each label (beta
+    keys read the GA label too); an unparsable label is ignored."""
+    zoned = volume("pv-z", labels={"topology.kubernetes.io/zone": "a__b"})
+    beta = volume("pv-beta", labels={"failure-domain.beta.kubernetes.io/region": "r1"})
+    broken = volume("pv-bad", labels={"topology.kubernetes.io/zone": "a____c"})
+    claims = [
+        claim("z", "pv-z", annotations=BOUND),
+        claim("beta", "pv-beta", annotations=BOUND),
+        claim("bad", "pv-bad", annotations=BOUND),
+    ]
+    store = storage(claims, [zoned, beta, broken])
+    nodes = {
+        "bare": make_node("bare"),
+        "in-a": make_node("in-a", labels={"topology.kubernetes.io/zone": "a"}),
+        "in-c": make_node("in-c", labels={"topology.kubernetes.io/zone": "c"}),
+        "a-r1": make_node(
+            "a-r1",
+            labels={"topology.kubernetes.io/zone": "a", "topology.kubernetes.io/region": "r1"},
+        ),
+        "b-r2": make_node(
+            "b-r2",
+            labels={
+                "failure-domain.beta.kubernetes.io/zone": "b",
+                "failure-domain.beta.kubernetes.io/region": "r2",
+            },
+        ),
+    }
+
+    def admitted(*names: str) -> list[str]:
+        zones = volume_zones(pod_with(*names), store)
+        return [n for n, node in nodes.items() if not out_of_zone(node, zones)]
+
+    # A volume's GA label is not read from a node's beta one (only the other way).
+    assert admitted("z") == ["bare", "in-a", "a-r1"]
+    assert admitted("beta") == ["bare", "a-r1"]
+    assert admitted("z", "beta") == ["bare", "a-r1"]
+    assert admitted("bad") == list(nodes)
