@@ -773,6 +773,11 @@ class ClusterGraph:
                 out[name] = per
             return out
 
+    def free_units(self) -> dict[str, dict[str, int]]:
+        """Per node: per type, the units free now (neither held nor kept for a waiting
+        group)."""
+        return {n: {t: u["free"] for t, u in per.items()} for n, per in self.node_usage().items()}
+
     def backend_usage(self) -> dict[str, bool]:
         """Per backend name: is it held by a pod?"""
         with self.lock:

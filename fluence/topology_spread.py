@@ -19,7 +19,7 @@ before its release.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import msgspec
 
@@ -32,6 +32,7 @@ from fluence.pods import (
     Node,
     Pod,
     TopologySpreadConstraint,
+    pod_requests,
 )
 
 HARD = "DoNotSchedule"
@@ -188,13 +189,20 @@ def unspread(
 
 
 def shares(
-    pods: Sequence[Pod], nodes: Mapping[str, Node], placed: Iterable[tuple[str, Pod]]
+    pods: Sequence[Pod],
+    nodes: Mapping[str, Node],
+    placed: Iterable[tuple[str, Pod]],
+    free: Callable[[], Mapping[str, Mapping[str, int]] | None] | None = None,
 ) -> dict[str, set[str]]:
-    """Per member of ``pods`` alike in a spread with ``maxSkew`` 1 over domains wider than a
-    node (zones, racks), the nodes outside the domain it is dealt: each member goes to
-    the domain with the fewest pods of its kind at that point, so one match places them
-    as evenly as kube-scheduler's check asks (left to themselves, a match packs them
-    into one domain, and a few tries seldom undo that)."""
+    """Per member of ``pods`` alike in a spread over domains wider than a node (zones,
+    racks), the nodes outside the domain it is dealt: each member goes to the domain with
+    the fewest pods of its kind at that point, so one match places them as evenly as
+    kube-scheduler's check asks (left to themselves, a match packs them into one domain,
+    and a few tries seldom undo that). With ``free`` (node -> graph type -> free units)
+    a domain is dealt no more members than its nodes have room for while another has
+    room, and of the domains with the fewest the roomiest goes first: an even deal that
+    a full zone breaks is dealt round it (a wider ``maxSkew`` allows that too). ``free``
+    is called only when some members are dealt out."""
     out: dict[str, set[str]] = {}
     on = list(placed)
     alike: dict[bytes, list[Pod]] = {}
@@ -212,13 +220,29 @@ def shares(
         domain, counts = view.domain[rule], Counter(view.counts[rule])
         if not counts:
             continue
+        asks, units = pod_requests(members[0]), free() if free is not None else None
+        room = _room(domain, units, asks) if units is not None and asks else None
         dealt: list[str] = []
         for _ in members:
-            pick = min(counts, key=lambda d: (counts[d], d))
+            fits = [d for d in counts if room is None or room[d] > 0] or list(counts)
+            pick = min(fits, key=lambda d: (counts[d], -room[d] if room else 0, d))
             counts[pick] += 1
+            if room is not None:
+                room[pick] -= 1
             dealt.append(pick)
         for p, value in zip(sorted(members, key=lambda m: m.key), dealt, strict=True):
             out[p.key] = {n for n in nodes if domain.get(n) != value}
+    return out
+
+
+def _room(
+    domain: Mapping[str, str], free: Mapping[str, Mapping[str, int]], asks: Mapping[str, int]
+) -> Counter[str]:
+    """Per domain, how many pods asking ``asks`` (graph units) its nodes' free units take."""
+    out: Counter[str] = Counter(dict.fromkeys(domain.values(), 0))
+    for n, d in domain.items():
+        have = free.get(n, {})
+        out[d] += max(0, min(have.get(t, 0) // q for t, q in asks.items()))
     return out
 
 
@@ -242,7 +266,7 @@ def _rules_signature(
 
 def _dealt(c: TopologySpreadConstraint) -> bool:
     """A spread :func:`shares` deals members out for (per node: :func:`spread_per_node`)."""
-    return c.max_skew == 1 and c.topology_key != names.LABEL_HOSTNAME
+    return c.max_skew >= 1 and c.topology_key != names.LABEL_HOSTNAME
 
 
 def spread_per_node(pods: Sequence[Pod]) -> list[tuple[str, str]]:

@@ -282,7 +282,7 @@ class GatedQueue:
         graph = self.scheduler.graph
         limits, held = graph.pod_limits(), self.ledger.holdings().values()
         with self._lock:
-            room = self._placed.room(limits, held, graph.nodes, self.storage)
+            room = self._placed.room(limits, held, graph.nodes, self.storage, graph.free_units)
         for ref, members in order:
             gated_keys = tuple(m.key for m in members if m.gated_by(names.QUEUE_GATE))
             count, until = astuple(self.timeouts.get(ref.key))

@@ -23,7 +23,7 @@ from fluence.host_ports import HostPort, PortsByNode, clashes
 from fluence.node_requests import Asks, RequestedByNode, most, share
 from fluence.node_rules import unmodelled_requests
 from fluence.pod_affinity import NamespaceLabels, NodeLabels, PlacedPods, apart, crowded
-from fluence.pods import Node, Pod
+from fluence.pods import Node, Pod, pod_requests
 from fluence.scheduling.holdings import Holding
 from fluence.topology_spread import hard_constraints, unspread
 from fluence.topology_spread import refusing as spread_refusing
@@ -80,6 +80,7 @@ class PlacedOnNodes:
         held: Iterable[Holding],
         nodes: Callable[[], Mapping[str, Node]],
         storage: Storage | None = None,
+        free: Callable[[], Mapping[str, Mapping[str, int]]] | None = None,
     ) -> NodeRoom:
         """What one round works from: a copy, which the round's own placements add to."""
         taken = PortsByNode()
@@ -93,19 +94,16 @@ class PlacedOnNodes:
         room = NodeRoom(
             limits, Counter(h.node for h in held if h.node), taken, placed, nodes, storage
         )
+        room.read_free = free
         for node, asks in self._asking.values():
             room.requested.add(node, asks)
-        if storage is not None:
-            room.attached = AttachedByNode(storage)
         if storage is not None and self._claiming:
             # Released pods whose claims kube-scheduler has yet to bind will take volumes.
             short(self._claiming.values(), room.nodes(), storage, room.volumes_taken)
             room.claim_users = {
                 claim: pod.key for pod, _ in self._claiming.values() for claim in claim_keys(pod)
             }
-            if room.attached:
-                for pod, node in self._claiming.values():
-                    room.attached.add(node, attachable(pod, storage))
+            room.claimed = list(self._claiming.values())
         return room
 
 
@@ -127,17 +125,38 @@ class NodeRoom:
     """Claim key -> a placed pod that uses it."""
     requested: RequestedByNode = field(default_factory=RequestedByNode)
     """What placed pods ask of each node beyond the graph's resources."""
-    attached: AttachedByNode | None = None
-    """CSI volumes attached or used per node with attach limits (None: left to
-    kube-scheduler)."""
+    claimed: list[tuple[Pod, str]] = field(default_factory=list)
+    """Placed pods that use claims, and their nodes."""
+    read_free: Callable[[], Mapping[str, Mapping[str, int]]] | None = None
+    """Per node, the graph's free units by type (None: domains are dealt by count alone)."""
     _nodes: Mapping[str, Node] | None = None
     _labels: NodeLabels | None = None
+    _free: dict[str, dict[str, int]] | None = None
+    _attached: AttachedByNode | None = None
 
     def nodes(self) -> Mapping[str, Node]:
         """The nodes, read once a round and only when affinity or spread is in play."""
         if self._nodes is None:
             self._nodes = self.read_nodes()
         return self._nodes
+
+    def free(self) -> dict[str, dict[str, int]] | None:
+        """The graph's free units per node, read once a round (when members are dealt out
+        over zones) and less what the round's own matches take."""
+        if self._free is None and self.read_free is not None:
+            self._free = {n: dict(units) for n, units in self.read_free().items()}
+        return self._free
+
+    def attached(self) -> AttachedByNode | None:
+        """CSI volumes attached or used per node with attach limits, worked out the first
+        time a pod with claims is placed in a round (None or empty: left to
+        kube-scheduler)."""
+        if self._attached is None and self.storage is not None:
+            self._attached = AttachedByNode(self.storage)
+            if self._attached:
+                for pod, node in self.claimed:
+                    self._attached.add(node, attachable(pod, self.storage))
+        return self._attached
 
     def labels(self) -> NodeLabels:
         if self._labels is None:
@@ -171,7 +190,7 @@ class NodeRoom:
             placed = self.placed.on.values()
             # Members dealt out over zones are checked together once matched (unspread):
             # alone, each would be kept out of the zones others of its kind are dealt to.
-            dealt = spread_shares(pods, self.nodes(), placed)
+            dealt = spread_shares(pods, self.nodes(), placed, self.free)
             for key, nodes in spread_refusing(pods, self.nodes(), placed).items():
                 out[key] |= dealt.get(key, nodes)
         storage = self.storage
@@ -192,16 +211,17 @@ class NodeRoom:
             if len(members) > 1:
                 for key, nodes in share(room, members).items():
                     out[key] |= nodes
-        if self.attached and claiming:
+        attached = self.attached() if claiming else None
+        if attached:
             assert storage is not None
             attaching = by_pod(claiming, storage)
             if len(attaching) > 1:
                 # Members share each node's attach limits, as for volumes made in advance.
-                capacity = self.attached.capacity(attaching.values(), self.nodes())
+                capacity = attached.capacity(attaching.values(), self.nodes())
                 for key, nodes in share(capacity, sorted(attaching)).items():
                     out[key] |= nodes
             for key, volumes in attaching.items():
-                out[key] |= self.attached.refusing(volumes)
+                out[key] |= attached.refusing(volumes)
         asking = {p.key: asks for p in pods if (asks := unmodelled_requests(p))}
         if len(asking) > 1:
             # Members share each node's room for what the graph does not hold.
@@ -235,10 +255,12 @@ class NodeRoom:
         asking = [(p.key, n, asks) for p, n in matched if (asks := unmodelled_requests(p))]
         if asking:
             out |= set(self.requested.overflow(asking, self.nodes()).values())
-        if self.attached and self.storage is not None:
+        attached = self.attached() if any(claim_keys(p) for p, _ in matched) else None
+        if attached:
+            assert self.storage is not None
             volumes = by_pod((p for p, _ in matched), self.storage)
             attaching = [(p.key, n, volumes[p.key]) for p, n in matched if p.key in volumes]
-            out |= set(self.attached.overflow(attaching).values())
+            out |= set(attached.overflow(attaching).values())
         if any(_has_affinity(p) for p, _ in matched):
             out |= crowded(matched, self.labels(), self.placed.namespaces)
         if any(hard_constraints(p) for p, _ in matched):
@@ -275,6 +297,10 @@ class NodeRoom:
                 continue
             self.ports.add(h.node, pod.host_ports)
             self.placed.put(key, h.node, pod)
+            if self._free is not None and h.node in self._free:
+                units = self._free[h.node]
+                for t, q in pod_requests(pod).items():
+                    units[t] = units.get(t, 0) - q
             asks = unmodelled_requests(pod)
             if asks:
                 self.requested.add(h.node, asks)
@@ -285,8 +311,9 @@ class NodeRoom:
             short(claiming, self.nodes(), self.storage, self.volumes_taken)
             for p, n in claiming:
                 self.claim_users.update(dict.fromkeys(claim_keys(p), p.key))
-                if self.attached:
-                    self.attached.add(n, attachable(p, self.storage))
+                self.claimed.append((p, n))
+                if self._attached:
+                    self._attached.add(n, attachable(p, self.storage))
 
 
 def _has_affinity(pod: Pod) -> bool:

@@ -1215,6 +1215,30 @@ def test_a_gang_spread_over_racks_is_dealt_out_evenly(suite: Suite) -> None:
     assert_none_refused(suite)
 
 
+def test_a_gang_spread_over_racks_is_dealt_round_a_rack_with_little_room(
+    suite: Suite,
+) -> None:
+    """Rack a's nodes are nearly full (one cpu free in all); four one-cpu members spread
+    over three racks (maxSkew 1): dealt by count, rack a would get two of them and the
+    gang would wait; dealt by room it gets one, the others 2 + 1, and kube-scheduler
+    refuses none."""
+    racks = suite.add_racks("a", "b", "c", per_rack=2)
+    rack_of = {n: r for r, made in racks.items() for n in made}
+    for name, node, cpu in (("fill-0", racks["a"][0], "4"), ("fill-1", racks["a"][1], "3")):
+        gated_pod(suite, name, cpu, spec={"nodeSelector": {names.LABEL_HOSTNAME: node}})
+    suite.wait_bound("fill-0", "fill-1", timeout=60)
+    lab = {names.LABEL_GROUP: "roomy", "app": "roomy"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "4"}
+    spread = spread_over(RACK_KEY, {"app": "roomy"})
+    members = [f"roomy-{i}" for i in range(4)]
+    for p in members:
+        gated_pod(suite, p, labels=lab, annotations=ann, spec=spread)
+    placed = suite.wait_bound(*members, timeout=60)
+    on = Counter(rack_of[n] for n in placed.values())
+    assert on["a"] == 1 and sorted(on.values()) == [1, 1, 2], placed
+    assert_none_refused(suite)
+
+
 def test_gang_members_kept_apart_per_rack_go_to_distinct_racks(suite: Suite) -> None:
     """Three members whose required anti-affinity keeps them out of each other's rack,
     three racks of two nodes: packed, they would share a rack and kube-scheduler would

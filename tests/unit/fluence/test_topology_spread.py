@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from fluence.pods import Node, Pod, decode_node, decode_pod
@@ -117,10 +118,45 @@ def test_members_spread_over_zones_are_dealt_to_the_fewest_first() -> None:
     }
     placed = [(members[i], allowed[members[i].key][0]) for i in range(4)]
     assert unspread(placed, CLUSTER, [("a1", running)]) == set()
-    # A lone pod, a wider skew or a per-node spread is not dealt out.
+    # A lone pod or a per-node spread is not dealt out; a wider skew is dealt as evenly.
     assert shares(members[:1], CLUSTER, []) == {}
-    assert shares([pod(f"w{i}", spread(skew=2)) for i in range(3)], CLUSTER, []) == {}
     assert shares([pod(f"h{i}", spread(HOST)) for i in range(3)], CLUSTER, []) == {}
+    wide = shares([pod(f"w{i}", spread(skew=2)) for i in range(3)], CLUSTER, [])
+    assert sorted(sorted(set(CLUSTER) - off) for off in wide.values()) == [
+        ["a1", "a2"],
+        ["b1"],
+        ["c1"],
+    ]
+
+
+def test_members_are_dealt_round_a_zone_without_room_and_to_the_roomiest_first() -> None:
+    """One-cpu members (graph units: 1000 milli-cores); a has room for one, b for two, c
+    for four. By count and name four members would go a, b, c, a, and the second for a
+    would not fit; with the room known they go c, b, a (fewest, then roomiest) and the
+    fourth to c, not to a, which is full by then."""
+    members = [pod(f"m{i}", spread()) for i in range(4)]
+    free = {
+        "a1": {"core": 1000, "memory": 8192},
+        "a2": {"core": 500, "memory": 8192},
+        "b1": {"core": 2000, "memory": 8192},
+        "c1": {"core": 4000, "memory": 8192},
+    }
+    dealt = shares(members, CLUSTER, [], lambda: free)
+    on = Counter(
+        next(iter({"a1": "a", "a2": "a", "b1": "b", "c1": "c"}[n] for n in set(CLUSTER) - off))
+        for off in dealt.values()
+    )
+    assert on == {"c": 2, "b": 1, "a": 1}, on
+    placed = [(m, sorted(set(CLUSTER) - dealt[m.key])[0]) for m in members]
+    assert unspread(placed, CLUSTER, []) == set()
+    # A zone with no room at all is dealt none while others have room; with a wider skew
+    # the others then take what an even deal would have given it.
+    free["a1"]["core"] = free["a2"]["core"] = 0
+    wide = [pod(f"w{i}", spread(skew=2)) for i in range(4)]
+    dealt = shares(wide, CLUSTER, [], lambda: free)
+    assert all({"a1", "a2"} <= off for off in dealt.values()), dealt
+    placed = [(m, sorted(set(CLUSTER) - dealt[m.key])[0]) for m in wide]
+    assert unspread(placed, CLUSTER, []) == set()
 
 
 def test_members_of_an_indexed_job_are_dealt_out_though_their_labels_differ() -> None:

@@ -946,6 +946,27 @@ def test_gang_members_spread_over_zones_are_dealt_out_evenly() -> None:
     assert on == {"z0": 2, "z1": 2, "z2": 2}, on
 
 
+def test_gang_members_spread_over_zones_are_dealt_round_a_zone_with_little_room() -> None:
+    """Zone z0's nodes are nearly full (n0 full, one cpu free on n3); four members spread
+    over three zones (maxSkew 1). Dealt by count alone, z0 would get two and the group
+    would wait; dealt by room, z0 gets one and the others 2 + 1."""
+    api, queue, ledger = cluster(nodes=6, zones=3)
+    for name, node, cpu in (("fill0", "n0", "4"), ("fill3", "n3", "3")):
+        doc = gated(name, cpu=cpu)
+        doc["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        api.put(doc)
+        (key,) = round_trip(queue)
+        assert bind(api, ledger, key) == node
+    for i in range(4):
+        doc = gated(f"m{i}", cpu="1", created=1 + i, labels={**GANG, "app": "web"}, size=4)
+        doc["spec"]["topologySpreadConstraints"] = spread_over("topology.kubernetes.io/zone")
+        api.put(doc)
+    assert len(round_trip(queue)) == 4, queue.waiting
+    zone = {f"n{i}": f"z{i % 3}" for i in range(6)}
+    on = Counter(zone[bind(api, ledger, f"default/m{i}")] for i in range(4))
+    assert on["z0"] == 1 and sorted(on.values()) == [1, 1, 2], on
+
+
 def test_gang_members_kept_apart_per_zone_are_released_to_distinct_zones() -> None:
     """Three members whose anti-affinity keeps them out of each other's zone, three zones
     of two nodes: packed, they would share a zone; each is dealt a zone of its own."""
