@@ -1283,43 +1283,12 @@ def test_pods_of_a_volume_one_node_reaches_are_released_to_that_node(suite: Suit
     VolumeBinding refuses any other), and it refuses none of them."""
     nodes = suite.add_nodes(3, cpu="4")
     pv, pvc = f"scratch-{suite.id}", "scratch"
-    reach = {"key": names.LABEL_HOSTNAME, "operator": "In", "values": [nodes[1]]}
+    source = {"local": {"path": "/mnt/scratch"}}
     suite.core.create_persistent_volume(
-        {
-            "metadata": {"name": pv},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "local": {"path": "/mnt/scratch"},
-                "claimRef": {"namespace": suite.ns, "name": pvc},
-                "nodeAffinity": {
-                    "required": {"nodeSelectorTerms": [{"matchExpressions": [reach]}]}
-                },
-            },
-        }
+        persistent_volume(pv, source, claim=(suite.ns, pvc), node=nodes[1])
     )
     try:
-        suite.core.create_namespaced_persistent_volume_claim(
-            suite.ns,
-            {
-                "metadata": {"name": pvc},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "",
-                    "volumeName": pv,
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            },
-        )
-        wait_for(
-            lambda: (
-                suite.core.read_namespaced_persistent_volume_claim(pvc, suite.ns).status.phase
-                == "Bound"
-            ),
-            60,
-            "the claim to be bound to its volume",
-        )
+        claim_bound_to(suite, pvc, pv)
         users = [f"user-{i}" for i in range(3)]
         volume = {"volumes": [{"name": "scratch", "persistentVolumeClaim": {"claimName": pvc}}]}
         for p in users:
@@ -1347,26 +1316,7 @@ def test_a_pod_whose_read_write_once_pod_claim_is_in_use_waits_for_its_user(
         persistent_volume(pv, source, mode="ReadWriteOncePod", claim=(suite.ns, "solo"))
     )
     try:
-        suite.core.create_namespaced_persistent_volume_claim(
-            suite.ns,
-            {
-                "metadata": {"name": "solo"},
-                "spec": {
-                    "accessModes": ["ReadWriteOncePod"],
-                    "storageClassName": "",
-                    "volumeName": pv,
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            },
-        )
-        wait_for(
-            lambda: (
-                suite.core.read_namespaced_persistent_volume_claim("solo", suite.ns).status.phase
-                == "Bound"
-            ),
-            60,
-            "the claim to be bound to its volume",
-        )
+        claim_bound_to(suite, "solo", pv, "ReadWriteOncePod")
         uses = {"volumes": [{"name": "solo", "persistentVolumeClaim": {"claimName": "solo"}}]}
         gated_pod(suite, "first", spec=uses)
         suite.wait_bound("first", timeout=60)
@@ -1412,6 +1362,28 @@ def persistent_volume(
     return {"metadata": {"name": name}, "spec": spec}
 
 
+def claim_bound_to(suite: Suite, name: str, volume: str, mode: str = "ReadWriteOnce") -> None:
+    """Create claim ``name`` for the volume made for it, and wait until it is bound."""
+    suite.core.create_namespaced_persistent_volume_claim(
+        suite.ns,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": [mode],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+
+    def bound() -> bool:
+        claim = suite.core.read_namespaced_persistent_volume_claim(name, suite.ns)
+        return bool(claim.status.phase == "Bound")
+
+    wait_for(bound, 60, f"claim {name} to be bound to its volume")
+
+
 def local_volume(name: str, node: str, storage_class: str) -> dict[str, Any]:
     """A local PersistentVolume of ``storage_class`` that only ``node`` reaches."""
     return persistent_volume(
@@ -1438,25 +1410,7 @@ def test_gang_members_csi_volumes_stay_within_each_nodes_attach_limit(suite: Sui
             suite.core.create_persistent_volume(
                 persistent_volume(pv, source, claim=(suite.ns, f"vol-{i}"))
             )
-            suite.core.create_namespaced_persistent_volume_claim(
-                suite.ns,
-                {
-                    "metadata": {"name": f"vol-{i}"},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": "",
-                        "volumeName": pv,
-                        "resources": {"requests": {"storage": "1Gi"}},
-                    },
-                },
-            )
-        for i in range(3):
-
-            def bound(i: int = i) -> bool:
-                c = suite.core.read_namespaced_persistent_volume_claim(f"vol-{i}", suite.ns)
-                return bool(c.status.phase == "Bound")
-
-            wait_for(bound, 60, f"claim vol-{i} to be bound to its volume")
+            claim_bound_to(suite, f"vol-{i}", pv)
         lab = {names.LABEL_GROUP: "attach"}
         ann = {names.ANNOTATION_GROUP_SIZE: "3"}
         for i, pod in enumerate(members):
@@ -1489,26 +1443,7 @@ def test_a_pod_whose_volume_is_labelled_with_a_zone_goes_to_that_zone(suite: Sui
     volume["metadata"]["labels"] = {names.LABEL_ZONE: f"{suite.id}-zc"}
     suite.core.create_persistent_volume(volume)
     try:
-        suite.core.create_namespaced_persistent_volume_claim(
-            suite.ns,
-            {
-                "metadata": {"name": "zoned"},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": "",
-                    "volumeName": pv,
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            },
-        )
-        wait_for(
-            lambda: (
-                suite.core.read_namespaced_persistent_volume_claim("zoned", suite.ns).status.phase
-                == "Bound"
-            ),
-            60,
-            "the claim to be bound to its volume",
-        )
+        claim_bound_to(suite, "zoned", pv, "ReadWriteMany")
         uses = {"volumes": [{"name": "z", "persistentVolumeClaim": {"claimName": "zoned"}}]}
         lab = {names.LABEL_GROUP: "zoned"}
         ann = {names.ANNOTATION_GROUP_SIZE: "2"}
