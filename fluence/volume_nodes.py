@@ -328,10 +328,27 @@ def out_of_zone(node: Node, zones: Zones) -> bool:
 def unmet(pod: Pod, storage: Storage) -> str:
     """Why no node can take the pod now for one of its claims ("" when some node can
     by its claims alone)."""
+    why = _not_its_own(pod, storage)
     for key in claim_keys(pod):
-        _, why = _claim_terms(key, storage.claim(key), storage)
         if why:
-            return why
+            break
+        _, why = _claim_terms(key, storage.claim(key), storage)
+    return why
+
+
+def _not_its_own(pod: Pod, storage: Storage) -> str:
+    """Why a generic ephemeral volume's claim is not the pod's ("" if each is): a claim of
+    that name the pod does not control (kube-scheduler refuses the pod everywhere until
+    it is gone and made again for the pod)."""
+    uid = pod.metadata.uid
+    for v in pod.spec.volumes:
+        if v.ephemeral is None or not uid:
+            continue
+        name = f"{pod.metadata.name}-{v.name}"
+        claim = storage.claim(f"{pod.metadata.namespace}/{name}")
+        owners = claim.metadata.owner_references if claim is not None else []
+        if claim is not None and not any(o.controller and o.uid == uid for o in owners):
+            return f"claim {name} of its ephemeral volume {v.name} was not made for it"
     return ""
 
 

@@ -130,14 +130,14 @@ CONTROLLERS = (
     # node lifecycle controller would taint them unreachable and evict their pods.
     "-node-lifecycle-controller",
     "-taint-eviction-controller",
-    # No IPAM, and of the volume controllers only the binder, which binds claims to
-    # volumes by the API alone (the others attach and expand real disks).
+    # No IPAM, and of the volume controllers only those that work by the API alone: the
+    # binder (claims to volumes) and the ephemeral volume controller (a pod's claims from
+    # its volume templates); the others attach and expand real disks.
     "-node-ipam-controller",
     "-persistentvolume-attach-detach-controller",
     "-persistentvolume-expander-controller",
     "-persistentvolume-protection-controller",
     "-persistentvolumeclaim-protection-controller",
-    "-ephemeral-volume-controller",
 )
 """What kube-controller-manager runs (its --controllers list)."""
 START_TIMEOUT_S = 90.0

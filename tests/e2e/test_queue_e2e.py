@@ -1384,6 +1384,55 @@ def claim_bound_to(suite: Suite, name: str, volume: str, mode: str = "ReadWriteO
     wait_for(bound, 60, f"claim {name} to be bound to its volume")
 
 
+def test_a_pod_whose_ephemeral_claim_another_owns_waits_until_it_is_its_own(
+    suite: Suite,
+) -> None:
+    """A claim already carries the name of a pod's generic ephemeral volume claim, made by
+    someone else: kube-scheduler would refuse the pod everywhere, so the queue keeps it
+    and says which claim. Once that claim is deleted, the ephemeral volume controller makes
+    the pod's own, the volume binder binds it to a free volume, and the pod is released
+    and bound; kube-scheduler refuses nothing."""
+    suite.add_nodes(2, cpu="4")
+    theirs, mine = f"theirs-{suite.id}", f"mine-{suite.id}"
+    for pv, claim in ((theirs, (suite.ns, "eph-scratch")), (mine, None)):
+        source = {"hostPath": {"path": f"/tmp/{pv}"}}
+        suite.core.create_persistent_volume(persistent_volume(pv, source, claim=claim))
+    try:
+        # The other claim is bound (to a volume made for it): only its owner is wrong.
+        claim_bound_to(suite, "eph-scratch", theirs)
+        template = {
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "resources": {"requests": {"storage": "1Gi"}},
+            }
+        }
+        ephemeral = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": template}}
+        gated_pod(suite, "eph", spec={"volumes": [ephemeral]})
+        wait_for(
+            partial(condition_says, suite, "eph", "was not made for it"),
+            30,
+            "the pod to say why it waits",
+            partial(suite.describe, "eph"),
+        )
+        assert held_back(suite, "eph")
+        suite.core.delete_namespaced_persistent_volume_claim("eph-scratch", suite.ns)
+        # The protection controller, which lifts a claim's finalizer once no pod uses it,
+        # does not run here (testbed.cluster.CONTROLLERS): lift it as it would.
+        suite.core.patch_namespaced_persistent_volume_claim(
+            "eph-scratch", suite.ns, {"metadata": {"finalizers": None}}
+        )
+        placed = suite.wait_bound("eph", timeout=90)
+        assert_released_to(suite.get("eph"), placed["eph"])
+        claim = suite.core.read_namespaced_persistent_volume_claim("eph-scratch", suite.ns)
+        assert [o.name for o in claim.metadata.owner_references or []] == ["eph"]
+        assert_none_refused(suite)
+    finally:
+        for pv in (theirs, mine):
+            with contextlib.suppress(ApiException):
+                suite.core.delete_persistent_volume(pv)
+
+
 def local_volume(name: str, node: str, storage_class: str) -> dict[str, Any]:
     """A local PersistentVolume of ``storage_class`` that only ``node`` reaches."""
     return persistent_volume(

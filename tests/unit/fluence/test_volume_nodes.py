@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 from fluence.pods import decode_claim, decode_pod, decode_storage_class, decode_volume
 from fluence.volume_nodes import (
     Storage,
@@ -228,6 +230,22 @@ def test_ephemeral_volumes_claims_are_named_for_the_pod() -> None:
     store = storage([claim("job-0-scratch")], [volume("pv-n2", "n2")])
     assert reach(pod, store) == ["n2"]
     assert reach(pod, storage([], [volume("pv-n2", "n2")])) == []
+
+
+def test_an_ephemeral_volumes_claim_another_owns_keeps_the_pod_waiting() -> None:
+    """A claim named as the pod's ephemeral one but not controlled by it: kube-scheduler
+    refuses the pod everywhere, so it waits and says which claim."""
+    doc = make_pod("job-0", raw=True, uid="u-job-0")
+    doc["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
+    pod = decode_pod(json.dumps(doc))
+    theirs = claim("job-0-scratch")
+    assert unmet(pod, storage([theirs], [volume("pv-n2", "n2")])) == (
+        "claim job-0-scratch of its ephemeral volume scratch was not made for it"
+    )
+    owner = {"kind": "Pod", "name": "job-0", "uid": "u-job-0", "controller": True}
+    mine = msgspec.json.decode(msgspec.json.encode(theirs), type=dict)
+    mine["metadata"]["ownerReferences"] = [owner]
+    assert unmet(pod, storage([decode_claim(json.dumps(mine))], [volume("pv-n2", "n2")])) == ""
 
 
 def test_two_pods_do_not_share_one_local_volume() -> None:
