@@ -21,7 +21,11 @@ four rules, each on a fresh control plane with the same nodes (racks x nodes of
   chart's ``scheduler.extenderCalls=false``): kube-scheduler binds the pinned pods itself;
 - ``null``: ``native`` calling an extender that decides nothing (every candidate passes,
   it binds): the time any extender adds, so that "null / native" shows how much of
-  "fluence / native" the extender protocol alone takes.
+  "fluence / native" the extender protocol alone takes;
+- ``null-queue``: ``native``, but the pods carry the queue's gate and
+  ``bench/null_queue.py`` lifts it from each as it comes (no decision, no pin): what
+  gating at admission costs in itself, so that "queue-only / null-queue" is what
+  fluence's queue adds to it.
 
 kube-scheduler runs with client QPS and burst 5,000 (``--client-qps``; 0: its
 defaults); ``native`` scores its adaptive share of the nodes, the extender rules all of
@@ -40,7 +44,8 @@ kube-scheduler's refusals (``FailedScheduling`` Events: under ``queue``, of pods
 and the time ratios paired run by run.
 
 Usage: python bench/topology_cluster.py [--racks 8] [--nodes 16] [--gangs 100] [--runs 3]
-    [--rules native native-packed fluence queue queue-only null] [--client-qps 5000]
+    [--rules native native-packed fluence queue queue-only null null-queue]
+    [--client-qps 5000]
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ from bench.plots import racks_spanned  # noqa: E402
 from bench.topology import RACK, ZONE, workload  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-RULES = ("native", "native-packed", "fluence", "queue", "queue-only", "null")
+RULES = ("native", "native-packed", "fluence", "queue", "queue-only", "null", "null-queue")
 NS = "gangs"
 POLL_S = 0.1
 
@@ -249,6 +254,9 @@ def main() -> None:
         ("null", "native"),
         ("fluence", "null"),
         ("queue", "null"),
+        ("null-queue", "native"),
+        ("queue", "null-queue"),
+        ("queue-only", "null-queue"),
     )
     for a, b in pairs:
         if {a, b} <= set(rules):
