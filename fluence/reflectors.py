@@ -22,15 +22,9 @@ import msgspec
 from fluence import groups, names, untrusted
 from fluence.pods import (
     CompositePodGroup,
-    CSINode,
-    Namespace,
-    Node,
-    PersistentVolume,
     PersistentVolumeClaim,
     Pod,
     PodGroup,
-    StorageClass,
-    VolumeAttachment,
     decode_attachment,
     decode_claim,
     decode_compositepodgroup,
@@ -331,91 +325,61 @@ class ClusterReflectors:
 
     def __init__(self, api_client: Any) -> None:
         api = RawApi(api_client)
-        self.nodes: Reflector[Node] = Reflector(
-            api, "/api/v1/nodes", decode_node, lambda n: n.metadata.name, name="nodes", kind="Node"
-        )
-        self.pods: Reflector[Pod] = Reflector(
-            api, "/api/v1/pods", decode_pod, _key, name="pods", kind="Pod"
-        )
+
+        def watched(
+            path: str,
+            decode: Callable[[bytes], T],
+            kind: str,
+            key: Callable[[T], str] = _name,
+            *,
+            name: str = "",
+            optional: bool = False,
+        ) -> Reflector[T]:
+            """A reflector named after its path's last part unless ``name`` says otherwise."""
+            label = name or path.rsplit("/", 1)[-1]
+            return Reflector(api, path, decode, key, optional=optional, name=label, kind=kind)
+
+        self.nodes = watched("/api/v1/nodes", decode_node, "Node")
+        self.pods = watched("/api/v1/pods", decode_pod, "Pod", _key)
         # One optional reflector per PodGroup version: whichever the API server serves
         # fills its store, and a cluster upgraded to the next version is followed.
         self.podgroups: list[Reflector[PodGroup]] = [
-            Reflector(
-                api,
+            watched(
                 f"/apis/{names.PODGROUP_GROUP}/{version}/{names.PODGROUP_PLURAL}",
                 decode_podgroup,
+                "PodGroup",
                 _key,
-                optional=True,
                 name=f"podgroups-{version}",
-                kind="PodGroup",
+                optional=True,
             )
             for version in names.PODGROUP_VERSIONS
         ]
-        self.x_podgroups: Reflector[PodGroup] = Reflector(
-            api,
+        self.x_podgroups = watched(
             f"/apis/{names.X_PODGROUP_GROUP}/{names.X_PODGROUP_VERSION}/{names.PODGROUP_PLURAL}",
             decode_podgroup,
+            "PodGroup",
             _key,
-            optional=True,
             name="x-podgroups",
-            kind="PodGroup",
+            optional=True,
         )
-        self.composites: Reflector[CompositePodGroup] = Reflector(
-            api,
+        self.composites = watched(
             f"/apis/{names.PODGROUP_GROUP}/{names.COMPOSITE_VERSION}/{names.COMPOSITE_PLURAL}",
             decode_compositepodgroup,
+            "CompositePodGroup",
             _key,
             optional=True,
-            name="compositepodgroups",
-            kind="CompositePodGroup",
         )
-        self.claims: Reflector[PersistentVolumeClaim] = Reflector(
-            api,
-            "/api/v1/persistentvolumeclaims",
-            decode_claim,
-            _key,
-            name="persistentvolumeclaims",
-            kind="PersistentVolumeClaim",
+        self.claims = watched(
+            "/api/v1/persistentvolumeclaims", decode_claim, "PersistentVolumeClaim", _key
         )
-        self.volumes: Reflector[PersistentVolume] = Reflector(
-            api,
-            "/api/v1/persistentvolumes",
-            decode_volume,
-            lambda v: v.metadata.name,
-            name="persistentvolumes",
-            kind="PersistentVolume",
+        self.volumes = watched("/api/v1/persistentvolumes", decode_volume, "PersistentVolume")
+        self.storage_classes = watched(
+            names.STORAGE_CLASSES_PATH, decode_storage_class, "StorageClass"
         )
-        self.storage_classes: Reflector[StorageClass] = Reflector(
-            api,
-            names.STORAGE_CLASSES_PATH,
-            decode_storage_class,
-            lambda c: c.metadata.name,
-            name="storageclasses",
-            kind="StorageClass",
-        )
-        self.namespaces: Reflector[Namespace] = Reflector(
-            api,
-            "/api/v1/namespaces",
-            decode_namespace,
-            lambda n: n.metadata.name,
-            name="namespaces",
-            kind="Namespace",
-        )
-        self.csi_nodes: Reflector[CSINode] = Reflector(
-            api,
-            names.CSI_NODES_PATH,
-            decode_csi_node,
-            lambda n: n.metadata.name,
-            name="csinodes",
-            kind="CSINode",
-        )
-        self.attachments: Reflector[VolumeAttachment] = Reflector(
-            api,
-            names.VOLUME_ATTACHMENTS_PATH,
-            decode_attachment,
-            lambda a: a.metadata.name,
-            name="volumeattachments",
-            kind="VolumeAttachment",
+        self.namespaces = watched("/api/v1/namespaces", decode_namespace, "Namespace")
+        self.csi_nodes = watched(names.CSI_NODES_PATH, decode_csi_node, "CSINode")
+        self.attachments = watched(
+            names.VOLUME_ATTACHMENTS_PATH, decode_attachment, "VolumeAttachment"
         )
         self.storage = Storage(
             self.claims.get,
@@ -504,3 +468,8 @@ class ClusterReflectors:
 
 def _key(obj: Pod | PodGroup | CompositePodGroup | PersistentVolumeClaim) -> str:
     return f"{obj.metadata.namespace}/{obj.metadata.name}"
+
+
+def _name(obj: Any) -> str:
+    """The key of a cluster-scoped object: its name."""
+    return str(obj.metadata.name)
