@@ -107,6 +107,14 @@ STORAGE_CLASSES_PATH = "/apis/storage.k8s.io/v1/storageclasses"
 CSI_NODES_PATH = "/apis/storage.k8s.io/v1/csinodes"
 VOLUME_ATTACHMENTS_PATH = "/apis/storage.k8s.io/v1/volumeattachments"
 
+# Dynamic resource allocation (resource.k8s.io/v1): what kube-scheduler's
+# DynamicResources filter reads.
+RESOURCE_CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
+RESOURCE_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+DEVICE_CLASSES_PATH = "/apis/resource.k8s.io/v1/deviceclasses"
+ALLOCATE_ALL = "All"
+"""A device request's ``allocationMode`` that takes every matching device."""
+
 # Other projects' group labels that fluence honours.
 LABEL_K8S_POD_GROUP = "scheduling.k8s.io/pod-group"
 LABEL_X_K8S_POD_GROUP = "scheduling.x-k8s.io/pod-group"

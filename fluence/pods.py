@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -242,6 +243,20 @@ class Volume(msgspec.Struct, rename="camel", omit_defaults=True):
     ephemeral: EphemeralSource | None = None
 
 
+class PodResourceClaim(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A pod's ResourceClaim (dynamic resource allocation): named, or made from a template."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+    name: str = ""
+    resource_claim_name: str | None = None
+    """The claim made for the pod from the entry's template (None: none was needed)."""
+
+
 class PodSecurityContext(msgspec.Struct, rename="camel", omit_defaults=True):
     run_as_user: int | None = None
 
@@ -265,12 +280,14 @@ class PodSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     """``Never``: the pod waits rather than preempt (from its PriorityClass)."""
     active_deadline_seconds: int | None = None
     security_context: PodSecurityContext | None = None
+    resource_claims: list[PodResourceClaim] = []
 
 
 class PodStatus(msgspec.Struct, rename="camel", omit_defaults=True):
     phase: str = ""
     start_time: str = ""
     """When the kubelet took the pod on (RFC 3339); ``activeDeadlineSeconds`` counts from it."""
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
 
 
 class Pod(msgspec.Struct, omit_defaults=True):
@@ -322,7 +339,18 @@ class Pod(msgspec.Struct, omit_defaults=True):
         return any(g.name == gate for g in self.spec.scheduling_gates)
 
     def tolerates(self, taint: Taint) -> bool:
-        return any(_tolerates(t, taint) for t in self.spec.tolerations)
+        return tolerated(self.spec.tolerations, taint)
+
+    def resource_claim_name(self, entry: PodResourceClaim) -> str | None:
+        """The ResourceClaim a ``spec.resourceClaims`` entry uses: its own name, or the one
+        made from its template as the pod's status records it ("": not made yet; None:
+        none was needed)."""
+        if entry.resource_claim_name:
+            return entry.resource_claim_name
+        for s in self.status.resource_claim_statuses:
+            if s.name == entry.name:
+                return s.resource_claim_name
+        return ""
 
 
 class Taint(msgspec.Struct, omit_defaults=True):
@@ -600,6 +628,11 @@ class CompositePodGroup(msgspec.Struct, omit_defaults=True):
     def topology_key(self) -> str:
         constraints = self.spec.scheduling_constraints
         return constraints.topology_key if constraints else ""
+
+
+def tolerated(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    """Does one of ``tolerations`` tolerate ``taint`` (a node's, or a device's)?"""
+    return any(_tolerates(t, taint) for t in tolerations)
 
 
 def _tolerates(t: Toleration, taint: Taint) -> bool:

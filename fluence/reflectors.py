@@ -1,4 +1,5 @@
-"""List+watch reflectors: local copies of Nodes, Pods and (Composite)PodGroups, kept current.
+"""List+watch reflectors: local copies of Nodes, Pods, (Composite)PodGroups, volumes and
+devices, kept current.
 
 One set of reflectors is shared by the graph, the ledger and the group lookup.
 Each reflector lists with a resourceVersion, then watches from it with
@@ -20,9 +21,9 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from fluence import groups, names, untrusted
+from fluence.device_claims import Devices
 from fluence.pods import (
     CompositePodGroup,
-    PersistentVolumeClaim,
     Pod,
     PodGroup,
     decode_attachment,
@@ -36,6 +37,11 @@ from fluence.pods import (
     decode_status,
     decode_storage_class,
     decode_volume,
+)
+from fluence.resource_claims import (
+    decode_device_class,
+    decode_resource_claim,
+    decode_resource_slice,
 )
 from fluence.volume_nodes import Storage
 
@@ -381,6 +387,24 @@ class ClusterReflectors:
         self.attachments = watched(
             names.VOLUME_ATTACHMENTS_PATH, decode_attachment, "VolumeAttachment"
         )
+        # Dynamic resource allocation: optional, as a cluster may not serve resource.k8s.io.
+        self.resource_claims = watched(
+            names.RESOURCE_CLAIMS_PATH, decode_resource_claim, "ResourceClaim", _key, optional=True
+        )
+        self.resource_slices = watched(
+            names.RESOURCE_SLICES_PATH, decode_resource_slice, "ResourceSlice", optional=True
+        )
+        self.device_classes = watched(
+            names.DEVICE_CLASSES_PATH, decode_device_class, "DeviceClass", optional=True
+        )
+        self.devices = Devices(
+            self.resource_claims.get,
+            self.resource_claims.items,
+            self.resource_slices.items,
+            self.device_classes.get,
+        )
+        """ResourceClaims, ResourceSlices and DeviceClasses, as :mod:`fluence.device_claims`
+        reads them."""
         self.storage = Storage(
             self.claims.get,
             self.volumes.get,
@@ -398,6 +422,9 @@ class ClusterReflectors:
             self.storage_classes,
             self.csi_nodes,
             self.attachments,
+            self.resource_claims,
+            self.resource_slices,
+            self.device_classes,
             self.namespaces,
             *self.podgroups,
             self.x_podgroups,
@@ -466,7 +493,7 @@ class ClusterReflectors:
         ]
 
 
-def _key(obj: Pod | PodGroup | CompositePodGroup | PersistentVolumeClaim) -> str:
+def _key(obj: Any) -> str:
     return f"{obj.metadata.namespace}/{obj.metadata.name}"
 
 

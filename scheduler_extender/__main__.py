@@ -118,12 +118,13 @@ def main(argv: list[str] | None = None) -> None:
         conditions=api_condition_writer(api),
         acquisitions=acquisitions,
         storage=cache.storage,
+        devices=cache.devices,
         namespaces=cache.namespace_labels,
     )
     if settings.queue:
         cache.pods.add_handler(gated.on_pod)
-        # A node added, a claim bound, a volume made or a namespace labelled may let a
-        # waiting pod go.
+        # A node added, a claim bound, a volume made, a device published or a namespace
+        # labelled may let a waiting pod go.
         for store in (
             cache.nodes,
             cache.claims,
@@ -131,6 +132,9 @@ def main(argv: list[str] | None = None) -> None:
             cache.storage_classes,
             cache.csi_nodes,
             cache.attachments,
+            cache.resource_claims,
+            cache.resource_slices,
+            cache.device_classes,
             cache.namespaces,
         ):
             store.add_handler(gated.on_change)

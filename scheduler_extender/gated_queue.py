@@ -38,6 +38,7 @@ from dataclasses import astuple, dataclass
 from typing import Any, Protocol
 
 from fluence import groups, names, telemetry
+from fluence.device_claims import Devices
 from fluence.json_patch import PatchOp
 from fluence.pinning import release_ops
 from fluence.pod_affinity import NamespaceLabels
@@ -163,14 +164,17 @@ class GatedQueue:
         tell_after: float = DEFAULT_TELL_AFTER,
         acquisitions: Acquisitions | None = None,
         storage: Storage | None = None,
+        devices: Devices | None = None,
         namespaces: NamespaceLabels | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
         self.acquisitions = acquisitions
+        """QRMI resources acquired before a release and released after (None: not done)."""
         self.storage = storage
         """Claims, volumes and storage classes (None: volumes are left to kube-scheduler)."""
-        """QRMI resources acquired before a release and released after (None: not done)."""
+        self.devices = devices
+        """ResourceClaims, ResourceSlices and DeviceClasses (None: left to kube-scheduler)."""
         self.ledger = scheduler.ledger
         self.writer = writer
         self.evictor = evictor
@@ -204,6 +208,9 @@ class GatedQueue:
         """Pods of the fluence profile that carry the queue's gate, by key."""
         self._sent: dict[str, str] = {}
         """Pods whose release was written (key -> uid) and that the watch still shows gated."""
+        self._sent_to: dict[str, str] = {}
+        """The nodes of ``_sent``: such pods count as placed there before the watch shows
+        the release (the next round must not give their ports, spread or devices away)."""
         self._wake: Callable[[], object] = lambda: None
         if acquisitions is not None:
             acquisitions.wake = lambda: self.poke()  # a QRMI call ended: go on with its result
@@ -227,6 +234,7 @@ class GatedQueue:
             else:
                 self._gated.pop(key, None)
                 self._sent.pop(key, None)
+                self._sent_to.pop(key, None)
                 if kind == DELETED:
                     self._told.pop(key, None)
             if kind != DELETED and mine and _pinned(pod):
@@ -234,6 +242,7 @@ class GatedQueue:
             else:
                 self._pinned.pop(key, None)
             node = pod.spec.node_name or (_pinned_node(pod) if mine and _pinned(pod) else "")
+            node = node or self._sent_to.get(key, "")
             gone = kind == DELETED or pod.terminal
             self._placed.put(key, "" if gone else node, pod)
         if kind == DELETED or pod.terminal:
@@ -245,8 +254,8 @@ class GatedQueue:
 
     def on_change(self, kind: str, obj: object) -> None:
         """A reflector handler for nodes, claims, volumes, storage classes, CSI nodes,
-        volume attachments and namespaces: room may have freed or a rule changed, so a
-        round looks again."""
+        volume attachments, resource claims and slices, device classes and namespaces:
+        room may have freed or a rule changed, so a round looks again."""
         self.poke()
 
     def poke(self) -> None:
@@ -282,7 +291,9 @@ class GatedQueue:
         graph = self.scheduler.graph
         limits, held = graph.pod_limits(), self.ledger.holdings().values()
         with self._lock:
-            room = self._placed.room(limits, held, graph.nodes, self.storage, graph.free_units)
+            room = self._placed.room(
+                limits, held, graph.nodes, self.storage, graph.free_units, self.devices
+            )
         for ref, members in order:
             gated_keys = tuple(m.key for m in members if m.gated_by(names.QUEUE_GATE))
             count, until = astuple(self.timeouts.get(ref.key))
@@ -384,7 +395,8 @@ class GatedQueue:
                     why += (
                         f" (not counting {len(unused)} node(s) at their pod limit, where its "
                         "host ports are taken or its other requests do not fit, or that pod "
-                        "affinity, its spread or its volumes rule out for some of its pods)"
+                        "affinity, its spread, its volumes or its devices rule out for some of "
+                        "its pods)"
                     )
                 return why
             clash = room.clashing(res.holdings, by_key)
@@ -399,7 +411,8 @@ class GatedQueue:
                 left_out.setdefault(key, set()).update(nodes)
         return (
             f"no placement within the nodes' pod limits, free host ports, room for other "
-            f"requests, pod affinity, topology spread and volumes after {MATCH_TRIES} tries"
+            f"requests, pod affinity, topology spread, volumes and devices after {MATCH_TRIES} "
+            "tries"
         )
 
     def tell(self) -> int:
@@ -496,6 +509,8 @@ class GatedQueue:
         with self._lock:
             for r in releases:
                 self._sent[r.pod] = r.uid
+                self._sent_to[r.pod] = r.node
+                self._placed.put(r.pod, r.node, self._gated.get(r.pod))
         await asyncio.gather(*(self._write(r) for r in releases))
         if releases:
             freed, self._freed_at = self._freed_at, None
@@ -519,6 +534,8 @@ class GatedQueue:
             )
             with self._lock:
                 self._sent.pop(r.pod, None)
+                if self._sent_to.pop(r.pod, None) is not None:
+                    self._placed.put(r.pod, "", None)
             self.poke()
             return
         _released.add(1)

@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fluence.device_claims import Devices, DevicesByNode, uses_devices
+from fluence.device_claims import unmet as devices_unmet
 from fluence.host_ports import HostPort, PortsByNode, clashes
 from fluence.node_requests import Asks, RequestedByNode, most, share
 from fluence.node_rules import unmodelled_requests
@@ -55,6 +57,9 @@ class PlacedOnNodes:
         has not bound yet."""
         self._asking: dict[str, tuple[str, Asks]] = {}
         """What placed pods ask of their node beyond the graph's resources."""
+        self._using_devices: dict[str, tuple[Pod, str]] = {}
+        """The placed pods with ResourceClaims: those still unbound will have devices
+        allocated that no claim shows yet."""
 
     def put(self, key: str, node: str, pod: Pod | None) -> None:
         """``pod`` is on ``node`` now (no pod or no node: it is gone, or not placed yet)."""
@@ -68,6 +73,10 @@ class PlacedOnNodes:
             self._claiming[key] = (pod, node)
         else:
             self._claiming.pop(key, None)
+        if pod is not None and node and uses_devices(pod):
+            self._using_devices[key] = (pod, node)
+        else:
+            self._using_devices.pop(key, None)
         asks = unmodelled_requests(pod) if pod is not None and node else {}
         if asks:
             self._asking[key] = (node, asks)
@@ -81,6 +90,7 @@ class PlacedOnNodes:
         nodes: Callable[[], Mapping[str, Node]],
         storage: Storage | None = None,
         free: Callable[[], Mapping[str, Mapping[str, int]]] | None = None,
+        devices: Devices | None = None,
     ) -> NodeRoom:
         """What one round works from: a copy, which the round's own placements add to."""
         taken = PortsByNode()
@@ -95,6 +105,8 @@ class PlacedOnNodes:
             limits, Counter(h.node for h in held if h.node), taken, placed, nodes, storage
         )
         room.read_free = free
+        room.devices = devices
+        room.using_devices = list(self._using_devices.values())
         for node, asks in self._asking.values():
             room.requested.add(node, asks)
         if storage is not None and self._claiming:
@@ -132,7 +144,12 @@ class NodeRoom:
     _nodes: Mapping[str, Node] | None = None
     _labels: NodeLabels | None = None
     _free: dict[str, dict[str, int]] | None = None
+    devices: Devices | None = None
+    """ResourceClaims, ResourceSlices and DeviceClasses (None: left to kube-scheduler)."""
+    using_devices: list[tuple[Pod, str]] = field(default_factory=list)
+    """Placed pods with ResourceClaims, and their nodes."""
     _attached: AttachedByNode | None = None
+    _by_node: DevicesByNode | None = None
 
     def nodes(self) -> Mapping[str, Node]:
         """The nodes, read once a round and only when affinity or spread is in play."""
@@ -157,6 +174,15 @@ class NodeRoom:
                 for pod, node in self.claimed:
                     self._attached.add(node, attachable(pod, self.storage))
         return self._attached
+
+    def devices_by_node(self) -> DevicesByNode | None:
+        """Devices per node, less those allocated or to be allocated for pods placed,
+        worked out the first time a pod with ResourceClaims is placed in a round."""
+        if self._by_node is None and self.devices is not None:
+            self._by_node = DevicesByNode(self.devices, self.nodes())
+            for pod, node in self.using_devices:
+                self._by_node.take(pod, node)
+        return self._by_node
 
     def labels(self) -> NodeLabels:
         if self._labels is None:
@@ -222,6 +248,16 @@ class NodeRoom:
                     out[key] |= nodes
             for key, volumes in attaching.items():
                 out[key] |= attached.refusing(volumes)
+        by_node = self.devices_by_node() if any(uses_devices(p) for p in pods) else None
+        if by_node is not None:
+            using = [p for p in pods if uses_devices(p)]
+            for p in using:
+                out[p.key] |= by_node.refusing(p)
+            if len(using) > 1:
+                # Members share each node's free devices, as its attach limits.
+                capacity = by_node.capacity(using)
+                for key, nodes in share(capacity, sorted(p.key for p in using)).items():
+                    out[key] |= nodes
         asking = {p.key: asks for p in pods if (asks := unmodelled_requests(p))}
         if len(asking) > 1:
             # Members share each node's room for what the graph does not hold.
@@ -234,7 +270,13 @@ class NodeRoom:
         return out
 
     def claims_unmet(self, pods: Sequence[Pod]) -> str:
-        """Why no node can take one of ``pods`` now for its volume claims ("" if none)."""
+        """Why no node can take one of ``pods`` now for its volume or resource claims
+        ("" if none)."""
+        if self.devices is not None:
+            for p in pods:
+                why = devices_unmet(p, self.devices) if uses_devices(p) else ""
+                if why:
+                    return f"pod {p.metadata.name}: {why}"
         if self.storage is None:
             return ""
         claiming = [p for p in pods if claim_keys(p)]
@@ -261,6 +303,9 @@ class NodeRoom:
             volumes = by_pod((p for p, _ in matched), self.storage)
             attaching = [(p.key, n, volumes[p.key]) for p, n in matched if p.key in volumes]
             out |= set(attached.overflow(attaching).values())
+        by_node = self.devices_by_node() if any(uses_devices(p) for p, _ in matched) else None
+        if by_node is not None:
+            out |= by_node.overflow([(p, n) for p, n in matched if uses_devices(p)])
         if any(_has_affinity(p) for p, _ in matched):
             out |= crowded(matched, self.labels(), self.placed.namespaces)
         if any(hard_constraints(p) for p, _ in matched):
@@ -304,6 +349,10 @@ class NodeRoom:
             asks = unmodelled_requests(pod)
             if asks:
                 self.requested.add(h.node, asks)
+            if self.devices is not None and uses_devices(pod):
+                self.using_devices.append((pod, h.node))
+                if self._by_node is not None:
+                    self._by_node.take(pod, h.node)
             if self.storage is not None and claim_keys(pod):
                 claiming.append((pod, h.node))
         if claiming:

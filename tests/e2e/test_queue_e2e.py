@@ -72,10 +72,12 @@ GANG_TIMEOUT = 12
 """FLUENCE_GANG_TIMEOUT of the extender the requeue tests restart: released groups not all
 bound this many seconds after their release are evicted."""
 
-MISSING_DEVICES = {"resourceClaims": [{"name": "devices", "resourceClaimName": "missing"}]}
-"""A device claim (DRA) that does not exist: the queue leaves devices to kube-scheduler and
-releases the pod, and kube-scheduler holds it back wherever it is pinned. (A missing
-volume claim the queue sees itself: it keeps such a pod waiting.)"""
+REFUSED_CLAIM = "refused"
+"""The device claim (DRA) of :func:`refused_devices`: kube-scheduler finds no device for it."""
+
+BIG_MEMORY = 'device.capacity["{driver}"].memory.isGreaterThan(quantity("100Gi"))'
+"""A selector only Kubernetes' CEL library decides (the queue takes it to hold, kube-scheduler
+finds it false for the devices of :func:`device_objects`)."""
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +130,58 @@ def short_gang_timeout(stack: Stack) -> Iterator[float]:
         ext.env.clear()
         ext.env.update(before)
         ext.start()
+
+
+def device_objects(suite: Suite, selector: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A DeviceClass of the test's own driver that also asks ``selector`` (``{driver}``
+    filled in), and one device of 40Gi every node reaches."""
+    name, driver = f"fluence-e2e-{suite.id}", f"e2e-{suite.id}.fluence.example"
+    expressions = [f'device.driver == "{driver}"'] + (
+        [selector.format(driver=driver)] if selector else []
+    )
+    device_class = {
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
+    }
+    devices = {
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [{"name": "dev-0", "capacity": {"memory": {"value": "40Gi"}}}],
+        },
+    }
+    return device_class, devices
+
+
+def device_claim(suite: Suite, name: str) -> dict[str, Any]:
+    """A ResourceClaim asking one device of :func:`device_objects`' class."""
+    request = {"name": "dev", "exactly": {"deviceClassName": f"fluence-e2e-{suite.id}"}}
+    return {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
+
+
+@pytest.fixture
+def refused_devices(suite: Suite) -> Iterator[dict[str, Any]]:
+    """A pod spec part whose device claim kube-scheduler refuses on every node and the
+    queue cannot tell: the claim's class asks a selector of Kubernetes' own CEL functions
+    (:data:`BIG_MEMORY`), which the queue leaves to kube-scheduler (it reads devices,
+    classes and claims, and holds back pods whose claims are missing or cannot be met)."""
+    dra = ResourceV1Api(suite.core.api_client)
+    device_class, devices = device_objects(suite, BIG_MEMORY)
+    body: Any = device_class
+    dra.create_device_class(body)
+    body = devices
+    dra.create_resource_slice(body)
+    body = device_claim(suite, REFUSED_CLAIM)
+    dra.create_namespaced_resource_claim(suite.ns, body)
+    try:
+        yield {"resourceClaims": [{"name": "devices", "resourceClaimName": REFUSED_CLAIM}]}
+    finally:
+        with contextlib.suppress(ApiException):
+            dra.delete_resource_slice(devices["metadata"]["name"])
+        with contextlib.suppress(ApiException):
+            dra.delete_device_class(device_class["metadata"]["name"])
 
 
 # ---- reading pods --------------------------------------------------------------------
@@ -278,7 +332,7 @@ def released_condition(suite: Suite, name: str) -> dict[str, Any] | None:
 
 def released_and_refused(suite: Suite, name: str, node: str) -> None:
     """Wait until the queue has released ``name`` pinned to ``node`` and kube-scheduler has
-    held it back for its missing device claim."""
+    refused it for its device claim (:func:`refused_devices`)."""
     wait_released(suite, name)
     assert_released_to(suite.get(name), node)
     wait_for(
@@ -289,14 +343,14 @@ def released_and_refused(suite: Suite, name: str, node: str) -> None:
     )
 
 
-def held_for_devices(suite: Suite, name: str, claim: str = "missing") -> bool:
-    """kube-scheduler keeps the pod out of scheduling: its device claim ``claim`` does not
-    exist (its DynamicResources plugin says so in its log; the pod's condition still
-    speaks of the gate it had)."""
-    pod, want = f'pod="{suite.ns}/{name}"', f"{suite.ns}/{claim}"
+def held_for_devices(suite: Suite, name: str) -> bool:
+    """kube-scheduler refuses the pod: no device for its claim (its PodScheduled condition)."""
+    conditions = suite.get(name).get("status", {}).get("conditions") or []
     return any(
-        pod in line and "could not find ResourceClaim" in line and want in line
-        for line in suite.stack.scheduler.process.log_tail(3000).splitlines()
+        c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and "cannot allocate all claims" in (c.get("message") or "")
+        for c in conditions
     )
 
 
@@ -561,12 +615,14 @@ def test_a_higher_priority_pod_starts_before_earlier_ones(suite: Suite) -> None:
             scheduling.delete_priority_class(name)
 
 
-def test_a_released_pod_not_bound_yet_is_held_again_after_a_restart(suite: Suite) -> None:
-    """kube-scheduler holds the released pod back (its device claim does not exist), so it
+def test_a_released_pod_not_bound_yet_is_held_again_after_a_restart(
+    suite: Suite, refused_devices: dict[str, Any]
+) -> None:
+    """kube-scheduler holds the released pod back (no device for its claim), so it
     stays released and unbound. A restarted extender holds it again where its record
     says, and does not give that room to another pod until it is gone."""
     (node,) = suite.add_nodes(1, cpu="4")
-    gated_pod(suite, "stuck", cpu="3", spec=MISSING_DEVICES)
+    gated_pod(suite, "stuck", cpu="3", spec=refused_devices)
     released_and_refused(suite, "stuck", node)
     assert suite.node_of("stuck") == ""
     key = f"{suite.ns}/stuck"
@@ -754,16 +810,16 @@ def test_two_extenders_share_one_queue_and_the_standby_takes_it_over(
 
 
 def test_a_released_gang_one_member_cannot_bind_is_evicted_whole(
-    short_gang_timeout: float, suite: Suite
+    short_gang_timeout: float, suite: Suite, refused_devices: dict[str, Any]
 ) -> None:
     """Both members of a label gang are released; kube-scheduler binds one and refuses the
-    other (its device claim does not exist). A gang timeout after the release the queue
+    other (no device for its claim). A gang timeout after the release the queue
     evicts the whole group, the bound member too, and says why in an Event on each."""
     suite.add_nodes(2, cpu="4")
     lab = {names.LABEL_GROUP: "pair"}
     ann = {names.ANNOTATION_GROUP_SIZE: "2"}
     gated_pod(suite, "pair-0", cpu="1", labels=lab, annotations=ann)
-    gated_pod(suite, "pair-1", cpu="1", labels=lab, annotations=ann, spec=MISSING_DEVICES)
+    gated_pod(suite, "pair-1", cpu="1", labels=lab, annotations=ann, spec=refused_devices)
     pair = ("pair-0", "pair-1")
     for p in pair:
         wait_released(suite, p)
@@ -817,36 +873,25 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
     short_gang_timeout: float, suite: Suite
 ) -> None:
     """A Job's gang (template gated by the queue, as the webhook would make it) is released,
-    and kube-scheduler holds both pods back: their device claim does not exist yet. After
-    the gang timeout the queue evicts them; once they are gone the claim is made; the Job
-    controller makes the pods again, gated from the template, and the queue releases them,
-    kube-scheduler allocates the claim, and they run."""
+    and kube-scheduler holds both pods back: no device meets their shared claim (its
+    class asks more memory than the device has, in Kubernetes' own CEL functions, which
+    the queue leaves to kube-scheduler). After the gang timeout the queue evicts them; once
+    they are gone the class asks no more than the device has; the Job controller makes the
+    pods again, gated from the template, and the queue releases them, kube-scheduler
+    allocates the claim, and they run."""
     suite.add_nodes(2, cpu="4")
     core = suite.core
     batch = BatchV1Api(core.api_client)
     dra = ResourceV1Api(core.api_client)
-    # One device every node reaches, of a class of its own; the claim the Job's pods share
-    # asks for it. The client takes dict bodies as they are; its typed signatures want models.
-    name, driver = f"fluence-e2e-{suite.id}", f"e2e-{suite.id}.fluence.example"
-    device_class: Any = {
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
-    }
-    devices: Any = {
-        "metadata": {"name": name},
-        "spec": {
-            "driver": driver,
-            "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
-            "allNodes": True,
-            "devices": [{"name": "dev-0"}],
-        },
-    }
-    claim: Any = {
-        "metadata": {"name": "data"},
-        "spec": {"devices": {"requests": [{"name": "dev", "exactly": {"deviceClassName": name}}]}},
-    }
-    dra.create_device_class(device_class)
-    dra.create_resource_slice(devices)
+    # The client takes dict bodies as they are; its typed signatures want models.
+    device_class, devices = device_objects(suite, BIG_MEMORY)
+    name = device_class["metadata"]["name"]
+    body: Any = device_class
+    dra.create_device_class(body)
+    body = devices
+    dra.create_resource_slice(body)
+    body = device_claim(suite, "data")
+    dra.create_namespaced_resource_claim(suite.ns, body)
     template = pod_body("unused", {"cpu": "1", "memory": "64Mi"}, suite.id)
     template["metadata"] = {
         "labels": {names.LABEL_GROUP: "sweep"},
@@ -898,7 +943,7 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
             assert_released_to(pod, record_of(pod)["node"])
             assert record_of(pod)["group"] == f"{suite.ns}/sweep"
             wait_for(
-                partial(held_for_devices, suite, p, "data"),
+                partial(held_for_devices, suite, p),
                 30,
                 f"kube-scheduler to hold {p} back for its device claim",
                 partial(suite.describe, p),
@@ -920,8 +965,11 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
             )
             assert event.involved_object.uid == uids[p]
             assert f"group {suite.ns}/sweep evicted to queue again" in event.message
-        # Now the claim exists: the pods the Job controller makes again can bind.
-        dra.create_namespaced_resource_claim(suite.ns, claim)
+        # Now the class asks what the device has: the pods made again can bind.
+        met, _ = device_objects(
+            suite, 'device.capacity["{driver}"].memory.isLessThan(quantity("100Gi"))'
+        )
+        dra.patch_device_class(name, {"spec": met["spec"]})
 
         again: list[str] = wait_for(
             lambda: two(exclude=first),
@@ -957,12 +1005,14 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
         dra.delete_device_class(name)
 
 
-def test_a_released_pod_whose_node_is_deleted_is_evicted(suite: Suite) -> None:
-    """The pod is released pinned to the one node and held back there (its device claim
-    does not exist); the node is deleted. The queue evicts the pod within seconds, long before the
+def test_a_released_pod_whose_node_is_deleted_is_evicted(
+    suite: Suite, refused_devices: dict[str, Any]
+) -> None:
+    """The pod is released pinned to the one node and held back there (no device for its
+    claim); the node is deleted. The queue evicts the pod within seconds, long before the
     gang timeout (600 s here), and says its node is gone."""
     (node,) = suite.add_nodes(1, cpu="4")
-    gated_pod(suite, "orphan", cpu="1", spec=MISSING_DEVICES)
+    gated_pod(suite, "orphan", cpu="1", spec=refused_devices)
     released_and_refused(suite, "orphan", node)
     uid = suite.get("orphan")["metadata"]["uid"]
     assert suite.state_pods()[f"{suite.ns}/orphan"]["node"] == node
@@ -1438,6 +1488,79 @@ def local_volume(name: str, node: str, storage_class: str) -> dict[str, Any]:
     return persistent_volume(
         name, {"local": {"path": f"/mnt/{name}"}}, storage_class=storage_class, node=node
     )
+
+
+def test_gang_members_with_device_claims_go_where_free_devices_are(suite: Suite) -> None:
+    """Three nodes; a driver publishes one device on each of the last two, and a running
+    pod's claim holds the second's. A gang of two one-cpu pods, each with a claim for
+    one device, fits any node by cpu (Fluxion would pack them), but kube-scheduler's
+    DynamicResources filter takes each only where a free device is: the gang waits,
+    saying why, until the running pod is gone, then is released one a node to the last
+    two, kube-scheduler allocates the claims there and refuses none. A pod whose claim
+    does not exist yet waits and says so."""
+    nodes = suite.add_nodes(3, cpu="4")
+    dra = ResourceV1Api(suite.core.api_client)
+    device_class, _ = device_objects(suite, "")
+    name = device_class["metadata"]["name"]
+    slices = [
+        {
+            "metadata": {"name": f"{name}-{node}"},
+            "spec": {
+                "driver": f"e2e-{suite.id}.fluence.example",
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "nodeName": node,
+                "devices": [{"name": "dev-0"}],
+            },
+        }
+        for node in nodes[1:]
+    ]
+    body: Any = device_class
+    dra.create_device_class(body)
+    try:
+        for body in slices:
+            dra.create_resource_slice(body)
+        members = ["dev-0", "dev-1"]
+        for claim in ("held", *members):
+            body = device_claim(suite, claim)
+            dra.create_namespaced_resource_claim(suite.ns, body)
+        # Without the gate: kube-scheduler allocates its claim on the node it is sent to.
+        holder = {"name": "d", "resourceClaimName": "held"}
+        pin = {"kubernetes.io/hostname": nodes[1]}
+        suite.pod("holder", memory="64Mi", spec={"nodeSelector": pin, "resourceClaims": [holder]})
+        assert suite.wait_bound("holder", timeout=60) == {"holder": nodes[1]}
+        lab = {names.LABEL_GROUP: "devices"}
+        ann = {names.ANNOTATION_GROUP_SIZE: "2"}
+        for m in members:
+            spec = {"resourceClaims": [{"name": "d", "resourceClaimName": m}]}
+            gated_pod(suite, m, spec=spec, labels=lab, annotations=ann)
+        absent = {"resourceClaims": [{"name": "d", "resourceClaimName": "absent"}]}
+        gated_pod(suite, "unclaimed", spec=absent)
+        for pod, text in (
+            (members[0], "its devices rule out"),
+            ("unclaimed", "waiting for ResourceClaim absent to exist"),
+        ):
+            wait_for(
+                partial(condition_says, suite, pod, text),
+                30,
+                f"{pod} to say why it waits",
+                lambda pod=pod: suite.describe(pod),
+            )
+        assert all(held_back(suite, m) for m in members)
+        suite.delete("holder")
+        placed = suite.wait_bound(*members, timeout=60)
+        assert sorted(placed.values()) == nodes[1:], placed
+        for m in members:
+            assert_released_to(suite.get(m), placed[m])
+            claim = dra.read_namespaced_resource_claim(m, suite.ns)
+            assert claim.status is not None and claim.status.allocation is not None
+        assert held_back(suite, "unclaimed")
+        assert_none_refused(suite)
+    finally:
+        for body in slices:
+            with contextlib.suppress(ApiException):
+                dra.delete_resource_slice(body["metadata"]["name"])
+        with contextlib.suppress(ApiException):
+            dra.delete_device_class(name)
 
 
 def test_gang_members_csi_volumes_stay_within_each_nodes_attach_limit(suite: Suite) -> None:

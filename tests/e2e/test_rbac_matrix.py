@@ -48,6 +48,9 @@ EXTENDER = rights(
     ("storageclasses.storage.k8s.io", "get list watch"),  # fluence.reflectors (volume_nodes)
     ("csinodes.storage.k8s.io", "get list watch"),  # fluence.reflectors (volume_limits)
     ("volumeattachments.storage.k8s.io", "get list watch"),  # fluence.reflectors (volume_limits)
+    ("resourceclaims.resource.k8s.io", "get list watch"),  # fluence.reflectors (device_claims)
+    ("resourceslices.resource.k8s.io", "get list watch"),  # fluence.reflectors (device_claims)
+    ("deviceclasses.resource.k8s.io", "get list watch"),  # fluence.reflectors (device_claims)
     ("namespaces", "get list watch"),  # fluence.reflectors (fluence.pod_affinity)
     ("pods/binding", "create"),  # scheduler_extender.binder
     ("pods/eviction", "create"),  # scheduler_extender.eviction

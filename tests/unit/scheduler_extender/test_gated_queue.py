@@ -23,6 +23,7 @@ from scheduler_extender.binder import NullBinder
 from scheduler_extender.gated_queue import GatedQueue
 from scheduler_extender.scheduling import ReleaseRefused, Scheduler
 from tests.support.admission import apply_patch
+from tests.unit.fluence.test_device_claims import devices, gpu, resource_claim, resource_slice
 from tests.unit.fluence.test_pods import make_node, make_pod
 from tests.unit.fluence.test_volume_limits import csi_node, csi_storage, csi_volume
 from tests.unit.fluence.test_volume_nodes import BOUND, claim, storage, volume
@@ -43,6 +44,8 @@ class Api:
         self.queue: GatedQueue | None = None
         self.refuse: set[str] = set()
         self.writes: list[str] = []
+        self.lagging: list[str] | None = None
+        """When a list: the watch events of releases wait here (:meth:`deliver`)."""
 
     def put(self, doc: dict[str, Any]) -> Pod:
         key = f"{doc['metadata']['namespace']}/{doc['metadata']['name']}"
@@ -79,7 +82,18 @@ class Api:
         if key in self.refuse:
             raise ReleaseRefused("HTTP 422: the pod changed")
         self.writes.append(key)
-        self.put(apply_patch(self.docs[key], list(ops)))
+        doc = apply_patch(self.docs[key], list(ops))
+        if self.lagging is None:
+            self.put(doc)
+        else:
+            self.docs[key] = doc
+            self.lagging.append(key)
+
+    def deliver(self) -> None:
+        """The watch catches up with the releases written."""
+        for key in self.lagging or ():
+            self.put(self.docs[key])
+        self.lagging = []
 
 
 def gated(
@@ -713,6 +727,27 @@ def test_a_pod_spread_per_node_is_released_where_its_kind_is_fewest() -> None:
         finish(api, ledger, key)
 
 
+def test_pods_released_before_the_watch_shows_it_count_in_the_next_round() -> None:
+    """Two pods that may go to n0 only, each taking host port 80, and the watch shows no
+    release: the second round still counts the port the pod the first released takes
+    there (the second pod waits, where kube-scheduler would refuse it on n0), and once
+    the release is seen, so does every round after."""
+    api, queue, ledger = cluster(nodes=3)
+    api.lagging = []
+    for i in range(2):
+        doc = ports(gated(f"port{i}", cpu="1", created=i), 80)
+        doc["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n0"}
+        api.put(doc)
+    assert round_trip(queue) == ["default/port0"], queue.waiting
+    assert round_trip(queue) == [], "a second pod with port 80 on n0"
+    api.deliver()
+    assert round_trip(queue) == []
+    assert bind(api, ledger, "default/port0") == "n0"
+    assert round_trip(queue) == []
+    finish(api, ledger, "default/port0")
+    assert round_trip(queue) == ["default/port1"]
+
+
 def test_gang_members_spread_per_node_are_released_to_distinct_nodes() -> None:
     api, queue, ledger = cluster(nodes=3)
     for i in range(3):
@@ -923,6 +958,28 @@ def test_csi_volumes_stay_within_each_nodes_attach_limit() -> None:
     assert bind(api, ledger, "default/again") == full
     (w,) = queue.waiting
     assert w.members == ("default/new",), w
+
+
+def test_members_with_resource_claims_go_where_their_devices_are() -> None:
+    """One GPU device a node, and n0's already allocated: a gang of two members with a
+    claim each fits any node by cpu (Fluxion would pack them), but only n1 and n2 have a
+    free device, one each. A pod whose claim is not there yet waits and says so."""
+    api, queue, ledger = cluster(nodes=3)
+    claims = [resource_claim("used", allocated=[("n0", "g0")], on="n0")]
+    claims += [resource_claim(f"c{i}") for i in range(2)]
+    queue.devices = devices(claims, [resource_slice(f"n{i}", [gpu("g0")]) for i in range(3)])
+
+    def uses(doc: dict[str, Any], claim: str) -> dict[str, Any]:
+        doc["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+        return doc
+
+    for i in range(2):
+        api.put(uses(gated(f"m{i}", cpu="0.5", created=i, labels=GANG, size=2), f"c{i}"))
+    api.put(uses(gated("later", cpu="0.5", created=5), "missing"))
+    assert sorted(round_trip(queue)) == ["default/m0", "default/m1"], queue.waiting
+    assert sorted(bind(api, ledger, f"default/m{i}") for i in range(2)) == ["n1", "n2"]
+    (w,) = queue.waiting
+    assert w.reason == "pod later: waiting for ResourceClaim missing to exist", w
 
 
 def test_gang_members_spread_over_zones_are_dealt_out_evenly() -> None:

@@ -1,0 +1,308 @@
+"""Where a pod's ResourceClaims (dynamic resource allocation) can be met, as kube-scheduler's
+DynamicResources filter decides it.
+
+A pod the queue pins to a node passes that filter only if each of its claims is
+allocated with devices the node reaches (an allocated claim: its ``nodeSelector``
+admits the node; an unallocated one: the node reaches enough free devices that its
+DeviceClass's and its request's selectors pick). kube-scheduler allocates a pinned
+pod's claims only when it binds the pod, so the queue keeps its own count of the
+devices the pods it placed will take (:class:`DevicesByNode`), as it does for volumes.
+
+Devices are counted from complete pools (the slices of a pool's newest generation, all
+of them published), less those allocated to any claim (admin access takes none) and
+those the queue's own placements will take; devices tainted ``NoSchedule`` or
+``NoExecute`` count only for requests that tolerate the taint. A request is met by its
+first choice that fits (``firstAvailable``), its devices found one request after the
+other. Left to kube-scheduler: ``matchAttribute`` constraints among a claim's devices,
+devices shared by capacity (``allowMultipleAllocations``: counted as free) and counters
+of partitionable devices, and extended resources backed by DeviceClasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluence import names
+from fluence.device_selectors import device_value, matches
+from fluence.node_rules import term_admits
+from fluence.pods import Node, NodeSelector, Pod, tolerated
+from fluence.resource_claims import (
+    Device,
+    DeviceClass,
+    ExactDeviceRequest,
+    ResourceClaim,
+    ResourceSlice,
+    device_id,
+)
+
+REFUSING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(eq=False)
+class Devices:
+    """What the cluster says about ResourceClaims, ResourceSlices and DeviceClasses."""
+
+    claim: Callable[[str], ResourceClaim | None]
+    """``namespace/name`` -> the claim, if the cluster has it."""
+    claims: Callable[[], Iterable[ResourceClaim]]
+    slices: Callable[[], Iterable[ResourceSlice]]
+    device_class: Callable[[str], DeviceClass | None]
+
+
+def uses_devices(pod: Pod) -> bool:
+    return bool(pod.spec.resource_claims)
+
+
+def resource_claim_keys(pod: Pod) -> list[str]:
+    """The ``namespace/name`` of each ResourceClaim the pod uses (made ones only)."""
+    ns = pod.metadata.namespace
+    return [
+        f"{ns}/{name}" for e in pod.spec.resource_claims if (name := pod.resource_claim_name(e))
+    ]
+
+
+def unmet(pod: Pod, devices: Devices) -> str:
+    """Why no node can take ``pod`` now for its ResourceClaims ("" if one may): as
+    kube-scheduler, which keeps such a pod out of every node until it changes."""
+    for entry in pod.spec.resource_claims:
+        name = pod.resource_claim_name(entry)
+        if name is None:
+            continue  # its template needed no claim
+        if not name:
+            template = entry.resource_claim_template_name
+            return f"waiting for its ResourceClaim {entry.name} to be made from {template}"
+        claim = devices.claim(f"{pod.metadata.namespace}/{name}")
+        if claim is None:
+            return f"waiting for ResourceClaim {name} to exist"
+        if claim.metadata.deletion_timestamp:
+            return f"ResourceClaim {name} is being deleted"
+        owner = claim.metadata.controller
+        if entry.resource_claim_template_name and (owner is None or owner.uid != pod.metadata.uid):
+            return f"ResourceClaim {name} was not made for it"
+        if claim.status.allocation is None:
+            for request in claim.spec.devices.requests:
+                for choice in request.choices:
+                    if devices.device_class(choice.device_class_name) is None:
+                        return f"waiting for DeviceClass {choice.device_class_name} to exist"
+    return ""
+
+
+@dataclass
+class _Entry:
+    id: str
+    driver: str
+    device: Device
+    value: dict[str, Any] | None = None
+
+    def cel(self) -> dict[str, Any]:
+        if self.value is None:
+            self.value = device_value(self.driver, self.device)
+        return self.value
+
+
+@dataclass
+class DevicesByNode:
+    """One round's devices: which each node reaches, which are taken, and the claims
+    placed pods will have allocated on their nodes."""
+
+    devices: Devices
+    nodes: Mapping[str, Node]
+    taken: set[str] = field(default_factory=set)
+    """Devices allocated, or to be allocated for pods placed (by id)."""
+    pending: dict[str, str] = field(default_factory=dict)
+    """Claim key -> the node a placed pod will have it allocated on."""
+    _reach: dict[str, list[_Entry]] = field(default_factory=dict)
+    _everywhere: list[tuple[ResourceSlice, Device, _Entry]] | None = None
+    _local: dict[str, list[_Entry]] | None = None
+    _local_ids: set[str] = field(default_factory=set)
+    _matched: dict[tuple[str, tuple[str, ...]], bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for claim in self.devices.claims():
+            if claim.status.allocation is not None:
+                self.taken.update(
+                    r.id for r in claim.status.allocation.devices.results if not r.admin_access
+                )
+
+    # ---- what each node reaches ---------------------------------------------------------
+
+    def _gather(self) -> None:
+        """Sort the devices of complete pools into per-node ones and the others."""
+        pools: dict[tuple[str, str], list[ResourceSlice]] = {}
+        for s in self.devices.slices():
+            pools.setdefault((s.spec.driver, s.spec.pool.name), []).append(s)
+        local: dict[str, list[_Entry]] = {}
+        everywhere: list[tuple[ResourceSlice, Device, _Entry]] = []
+        for (driver, pool), slices in sorted(pools.items()):
+            newest = max(s.spec.pool.generation for s in slices)
+            current = [s for s in slices if s.spec.pool.generation == newest]
+            if len(current) != max(1, current[0].spec.pool.resource_slice_count):
+                continue  # a pool being published: kube-scheduler takes nothing from it
+            for s in sorted(current, key=lambda s: s.metadata.name):
+                for d in s.spec.devices:
+                    entry = _Entry(device_id(driver, pool, d.name), driver, d)
+                    node = d.node_name if s.spec.per_device_node_selection else s.spec.node_name
+                    if node:
+                        local.setdefault(node, []).append(entry)
+                        self._local_ids.add(entry.id)
+                    else:
+                        everywhere.append((s, d, entry))
+        self._local, self._everywhere = local, everywhere
+
+    def reach(self, node: str) -> list[_Entry]:
+        """The devices ``node`` reaches, in kube-scheduler's order (driver, pool, slice)."""
+        if node in self._reach:
+            return self._reach[node]
+        if self._local is None or self._everywhere is None:
+            self._gather()
+        assert self._local is not None and self._everywhere is not None
+        out = list(self._local.get(node, ()))
+        n = self.nodes.get(node)
+        for s, d, entry in self._everywhere:
+            per_device = bool(s.spec.per_device_node_selection)
+            every = d.all_nodes if per_device else s.spec.all_nodes
+            selector = d.node_selector if per_device else s.spec.node_selector
+            if every or (n is not None and _admits(selector, n)):
+                out.append(entry)
+        self._reach[node] = out
+        return out
+
+    # ---- allocating -----------------------------------------------------------------------
+
+    def _picks(self, entry: _Entry, choice: ExactDeviceRequest) -> bool:
+        if any(
+            t.effect in REFUSING_EFFECTS and not tolerated(choice.tolerations, t)
+            for t in entry.device.taints
+        ):
+            return False
+        cls = self.devices.device_class(choice.device_class_name)
+        if cls is None:
+            return False
+        expressions = cls.expressions + choice.expressions
+        key = (entry.id, expressions)
+        if key not in self._matched:
+            self._matched[key] = matches(expressions, entry.cel())
+        return self._matched[key]
+
+    def _free(self, entry: _Entry, taken: set[str]) -> bool:
+        return entry.id not in taken or bool(entry.device.allow_multiple_allocations)
+
+    def allocate(self, claim: ResourceClaim, node: str, taken: set[str]) -> list[str] | None:
+        """The devices ``node`` would give ``claim`` besides ``taken`` (None: it cannot)."""
+        reach = self.reach(node)
+        mine: list[str] = []
+        used = set(taken)
+        for request in claim.spec.devices.requests:
+            got = None
+            for choice in request.choices:
+                got = self._meet(choice, reach, used)
+                if got is not None:
+                    break
+            if got is None:
+                return None
+            mine += got
+            used.update(got)
+        return mine
+
+    def _meet(
+        self, choice: ExactDeviceRequest, reach: list[_Entry], used: set[str]
+    ) -> list[str] | None:
+        picked = [e for e in reach if self._picks(e, choice)]
+        admin = bool(choice.admin_access)
+        if choice.allocation_mode == names.ALLOCATE_ALL:
+            if not admin and any(not self._free(e, used) for e in picked):
+                return None
+            return [] if admin else [e.id for e in picked]
+        free = [e for e in picked if admin or self._free(e, used)]
+        if len(free) < choice.count:
+            return None
+        return [] if admin else [e.id for e in free[: choice.count]]
+
+    def fits(
+        self, pod: Pod, node: str, taken: set[str], pending: Mapping[str, str]
+    ) -> list[str] | None:
+        """The devices ``pod``'s unallocated claims would take on ``node`` (None: a claim
+        cannot be met there)."""
+        got: list[str] = []
+        for key in resource_claim_keys(pod):
+            claim = self.devices.claim(key)
+            if claim is None:
+                return None
+            allocation = claim.status.allocation
+            if allocation is not None:
+                n = self.nodes.get(node)
+                if allocation.node_selector is not None and (
+                    n is None or not _admits(allocation.node_selector, n)
+                ):
+                    return None
+                continue
+            if key in pending:
+                if pending[key] and pending[key] != node:
+                    return None
+                continue
+            mine = self.allocate(claim, node, taken | set(got))
+            if mine is None:
+                return None
+            got += mine
+        return got
+
+    def refusing(self, pod: Pod) -> set[str]:
+        """The nodes where ``pod``'s claims cannot be met now."""
+        return {n for n in self.nodes if self.fits(pod, n, self.taken, self.pending) is None}
+
+    def capacity(self, pods: Sequence[Pod]) -> dict[str, int]:
+        """Per node, how many of ``pods`` (one after another) it meets the claims of: what
+        members share out before a match (:func:`fluence.node_requests.share`)."""
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            taken, pending = set(self.taken), dict(self.pending)
+            count = 0
+            for pod in pods:
+                got = self.fits(pod, n, taken, pending)
+                if got is None:
+                    continue
+                taken.update(got)
+                pending.update(self._pending(pod, n, got))
+                count += 1
+            out[n] = count
+        return out
+
+    def overflow(self, matched: Sequence[tuple[Pod, str]]) -> set[str]:
+        """Nodes a match put more claims on than their free devices meet (members one
+        after the other): left out of the next match."""
+        taken, pending = set(self.taken), dict(self.pending)
+        out: set[str] = set()
+        for pod, node in matched:
+            got = self.fits(pod, node, taken, pending)
+            if got is None:
+                out.add(node)
+                continue
+            taken.update(got)
+            pending.update(self._pending(pod, node, got))
+        return out
+
+    def take(self, pod: Pod, node: str) -> None:
+        """``pod`` goes to ``node``: its unallocated claims will take devices there."""
+        got = self.fits(pod, node, self.taken, self.pending) or []
+        self.taken.update(got)
+        self.pending.update(self._pending(pod, node, got))
+
+    def _pending(self, pod: Pod, node: str, got: Iterable[str]) -> dict[str, str]:
+        """The claims of ``pod`` that binding it on ``node`` allocates, with ``got``: on
+        ``node`` alone when a device of theirs is that node's (else "": the others who
+        share the claim may go elsewhere)."""
+        where = node if any(d in self._local_ids for d in got) else ""
+        out = {}
+        for key in resource_claim_keys(pod):
+            claim = self.devices.claim(key)
+            if claim is not None and claim.status.allocation is None and key not in self.pending:
+                out[key] = where
+        return out
+
+
+def _admits(selector: NodeSelector | None, node: Node) -> bool:
+    if selector is None:
+        return False
+    return any(term_admits(t, node) for t in selector.node_selector_terms)
