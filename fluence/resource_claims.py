@@ -166,18 +166,6 @@ def device_id(driver: str, pool: str, device: str) -> str:
     return f"{driver}/{pool}/{device}"
 
 
-_claim_decoder = msgspec.json.Decoder(ResourceClaim)
-_slice_decoder = msgspec.json.Decoder(ResourceSlice)
-_class_decoder = msgspec.json.Decoder(DeviceClass)
-
-
-def decode_resource_claim(data: bytes | str) -> ResourceClaim:
-    return _claim_decoder.decode(data)
-
-
-def decode_resource_slice(data: bytes | str) -> ResourceSlice:
-    return _slice_decoder.decode(data)
-
-
-def decode_device_class(data: bytes | str) -> DeviceClass:
-    return _class_decoder.decode(data)
+decode_resource_claim = msgspec.json.Decoder(ResourceClaim).decode
+decode_resource_slice = msgspec.json.Decoder(ResourceSlice).decode
+decode_device_class = msgspec.json.Decoder(DeviceClass).decode
