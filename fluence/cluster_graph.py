@@ -32,7 +32,7 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -135,9 +135,13 @@ class ClusterGraph:
         policy: str = "first",
         topology: Iterable[str] = DEFAULT_TOPOLOGY_KEYS,
         clock: Callable[[], float] = time.monotonic,
+        device_backed: Callable[[], Collection[str]] = tuple,
     ) -> None:
         self.lock = threading.RLock()
         self.clock = clock
+        self.device_backed = device_backed
+        """Extended resources DeviceClasses back: kube-scheduler allocates devices for them
+        on a node whose allocatable lacks them, so such a node is not short of them."""
         self._epoch = clock()
         self._ends: list[tuple[int, int]] = []
         """(planned end, job id) of every job that ends before the horizon: a min-heap."""
@@ -723,6 +727,9 @@ class ClusterGraph:
         with self.lock:
             # Only tainted nodes can be ruled out by taints; look at all only for a selector.
             asked = unmodelled_requests(pod)
+            if asked:
+                backed = self.device_backed()
+                asked = {n: q for n, q in asked.items() if n not in backed}
             selects = pod.spec.node_selector or asked or required_terms(pod) is not None
             nodes = self._nodes if selects else self._tainted
             out = []

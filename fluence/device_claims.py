@@ -13,20 +13,25 @@ of them published), less those allocated to any claim (admin access takes none) 
 those the queue's own placements will take; devices tainted ``NoSchedule`` or
 ``NoExecute`` count only for requests that tolerate the taint. A request is met by its
 first choice that fits (``firstAvailable``), its devices found one request after the
-other. Left to kube-scheduler: ``matchAttribute`` constraints among a claim's devices,
-devices shared by capacity (``allowMultipleAllocations``: counted as free) and counters
-of partitionable devices, and extended resources backed by DeviceClasses.
+other. An extended resource a DeviceClass backs (its ``extendedResourceName``, or
+``deviceclass.resource.kubernetes.io/<class>``) asks, on a node whose allocatable lacks
+it, for as many of the class's devices. Left to kube-scheduler: ``matchAttribute``
+constraints among a claim's devices, devices shared by capacity
+(``allowMultipleAllocations``: counted as free) and counters of partitionable devices,
+DeviceTaintRules, and the amount of a DeviceClass-backed resource a device plugin also
+gives some nodes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from fluence import names
 from fluence.device_selectors import device_value, matches
-from fluence.node_rules import term_admits
+from fluence.node_rules import allocatable, term_admits, unmodelled_requests
 from fluence.pods import Node, NodeSelector, Pod, tolerated
 from fluence.resource_claims import (
     Device,
@@ -49,10 +54,26 @@ class Devices:
     claims: Callable[[], Iterable[ResourceClaim]]
     slices: Callable[[], Iterable[ResourceSlice]]
     device_class: Callable[[str], DeviceClass | None]
+    classes: Callable[[], Iterable[DeviceClass]] = tuple
+
+    def backing(self) -> dict[str, DeviceClass]:
+        """Extended resource name -> the DeviceClass whose devices a pod asking it gets on
+        a node whose allocatable lacks it (its own name, or the class's implicit one)."""
+        out: dict[str, DeviceClass] = {}
+        for cls in self.classes():
+            out[names.EXTENDED_RESOURCE_CLASS_PREFIX + cls.metadata.name] = cls
+            if cls.spec.extended_resource_name:
+                out[cls.spec.extended_resource_name] = cls
+        return out
 
 
 def uses_devices(pod: Pod) -> bool:
     return bool(pod.spec.resource_claims)
+
+
+def backed(asks: Mapping[str, Decimal], backing: Mapping[str, DeviceClass]) -> dict[str, int]:
+    """The extended resources of ``asks`` that DeviceClasses back, as device counts."""
+    return {n: int(q.to_integral_value(ROUND_CEILING)) for n, q in asks.items() if n in backing}
 
 
 def resource_claim_keys(pod: Pod) -> list[str]:
@@ -118,8 +139,11 @@ class DevicesByNode:
     _local: dict[str, list[_Entry]] | None = None
     _local_ids: set[str] = field(default_factory=set)
     _matched: dict[tuple[str, tuple[str, ...]], bool] = field(default_factory=dict)
+    backing: dict[str, DeviceClass] = field(default_factory=dict)
+    """Extended resources DeviceClasses back (:meth:`Devices.backing`)."""
 
     def __post_init__(self) -> None:
+        self.backing = self.devices.backing()
         for claim in self.devices.claims():
             if claim.status.allocation is not None:
                 self.taken.update(
@@ -243,6 +267,19 @@ class DevicesByNode:
                     return None
                 continue
             mine = self.allocate(claim, node, taken | set(got))
+            if mine is None:
+                return None
+            got += mine
+        if pod.bound:
+            return got  # what its extended resources took is in a claim of its own now
+        n = self.nodes.get(node)
+        for name, count in backed(unmodelled_requests(pod), self.backing).items():
+            if n is not None and allocatable(n, name) > 0:
+                continue  # a device plugin's: kube-scheduler counts the node's allocatable
+            choice = ExactDeviceRequest(
+                device_class_name=self.backing[name].metadata.name, count=count
+            )
+            mine = self._meet(choice, self.reach(node), taken | set(got))
             if mine is None:
                 return None
             got += mine

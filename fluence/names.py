@@ -112,6 +112,8 @@ VOLUME_ATTACHMENTS_PATH = "/apis/storage.k8s.io/v1/volumeattachments"
 RESOURCE_CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 RESOURCE_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 DEVICE_CLASSES_PATH = "/apis/resource.k8s.io/v1/deviceclasses"
+EXTENDED_RESOURCE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""An extended resource named so asks for devices of the DeviceClass it names."""
 ALLOCATE_ALL = "All"
 """A device request's ``allocationMode`` that takes every matching device."""
 

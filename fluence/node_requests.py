@@ -16,18 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
-from fluence.pods import Node, QuantityError, parse_quantity
+from fluence.node_rules import allocatable
+from fluence.pods import Node
 
 Asks = Mapping[str, Decimal]
 """Resource name -> amount (:func:`fluence.node_rules.unmodelled_requests`)."""
-
-
-def _allocatable(node: Node, name: str) -> Decimal:
-    have = node.status.allocatable or node.status.capacity
-    try:
-        return parse_quantity(have.get(name, 0))
-    except QuantityError:
-        return Decimal(0)
 
 
 class RequestedByNode:
@@ -42,7 +35,7 @@ class RequestedByNode:
             used[name] = used.get(name, Decimal(0)) + q
 
     def _fits(self, used: Mapping[str, Decimal], asks: Asks, node: Node) -> bool:
-        return all(used.get(n, Decimal(0)) + q <= _allocatable(node, n) for n, q in asks.items())
+        return all(used.get(n, Decimal(0)) + q <= allocatable(node, n) for n, q in asks.items())
 
     def refusing(self, asks: Asks, nodes: Mapping[str, Node]) -> set[str]:
         """The nodes where what is placed leaves less than ``asks``."""
@@ -60,7 +53,7 @@ class RequestedByNode:
         for n, node in nodes.items():
             used = self.on.get(n, {})
             left = [
-                int((_allocatable(node, r) - used.get(r, Decimal(0))) // q)
+                int((allocatable(node, r) - used.get(r, Decimal(0))) // q)
                 for r, q in asks.items()
                 if q > 0
             ]

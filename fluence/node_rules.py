@@ -121,6 +121,15 @@ def _asked(
     return out
 
 
+def allocatable(node: Node, name: str) -> Decimal:
+    """How much of resource ``name`` the node offers pods (0 when it says nothing)."""
+    have = node.status.allocatable or node.status.capacity
+    try:
+        return parse_quantity(have.get(name, 0))
+    except QuantityError:
+        return Decimal(0)
+
+
 def short_of(node: Node, asked: Mapping[str, Decimal]) -> bool:
     """Does the node's allocatable lack some of ``asked`` (:func:`unmodelled_requests`)?"""
     have = node.status.allocatable or node.status.capacity

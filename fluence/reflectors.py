@@ -402,6 +402,7 @@ class ClusterReflectors:
             self.resource_claims.items,
             self.resource_slices.items,
             self.device_classes.get,
+            self.device_classes.items,
         )
         """ResourceClaims, ResourceSlices and DeviceClasses, as :mod:`fluence.device_claims`
         reads them."""

@@ -148,8 +148,11 @@ class ResourceSlice(msgspec.Struct, omit_defaults=True):
     spec: ResourceSliceSpec = msgspec.field(default_factory=ResourceSliceSpec)
 
 
-class DeviceClassSpec(msgspec.Struct, omit_defaults=True):
+class DeviceClassSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     selectors: list[DeviceSelector] = []
+    extended_resource_name: str | None = None
+    """An extended resource pods ask for devices of this class by (where no node's
+    allocatable has it)."""
 
 
 class DeviceClass(msgspec.Struct, omit_defaults=True):

@@ -75,7 +75,12 @@ def main(argv: list[str] | None = None) -> None:
     api = api_client(settings.kubeconfig, connections=WATCH_CONNECTIONS + SPARE_CONNECTIONS)
     cache = ClusterReflectors(api)
     topology = [k.strip() for k in settings.topology_keys.split(",") if k.strip()]
-    graph = ClusterGraph(config, policy=settings.match_policy, topology=topology)
+    graph = ClusterGraph(
+        config,
+        policy=settings.match_policy,
+        topology=topology,
+        device_backed=lambda: cache.devices.backing().keys(),
+    )
     try:
         seal = load_seal(settings.record_key_file)
     except SealKeyError as exc:

@@ -18,14 +18,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 
-from fluence.device_claims import Devices, DevicesByNode, uses_devices
+from fluence.device_claims import Devices, DevicesByNode, backed, uses_devices
 from fluence.device_claims import unmet as devices_unmet
 from fluence.host_ports import HostPort, PortsByNode, clashes
 from fluence.node_requests import Asks, RequestedByNode, most, share
 from fluence.node_rules import unmodelled_requests
 from fluence.pod_affinity import NamespaceLabels, NodeLabels, PlacedPods, apart, crowded
 from fluence.pods import Node, Pod, pod_requests
+from fluence.resource_claims import DeviceClass
 from fluence.scheduling.holdings import Holding
 from fluence.topology_spread import hard_constraints, unspread
 from fluence.topology_spread import refusing as spread_refusing
@@ -73,11 +75,12 @@ class PlacedOnNodes:
             self._claiming[key] = (pod, node)
         else:
             self._claiming.pop(key, None)
-        if pod is not None and node and uses_devices(pod):
+        asks = unmodelled_requests(pod) if pod is not None and node else {}
+        if pod is not None and node and (uses_devices(pod) or asks):
+            # Extended resources DeviceClasses back may take devices too.
             self._using_devices[key] = (pod, node)
         else:
             self._using_devices.pop(key, None)
-        asks = unmodelled_requests(pod) if pod is not None and node else {}
         if asks:
             self._asking[key] = (node, asks)
         else:
@@ -150,6 +153,7 @@ class NodeRoom:
     """Placed pods with ResourceClaims, and their nodes."""
     _attached: AttachedByNode | None = None
     _by_node: DevicesByNode | None = None
+    _backing: dict[str, DeviceClass] | None = None
 
     def nodes(self) -> Mapping[str, Node]:
         """The nodes, read once a round and only when affinity or spread is in play."""
@@ -183,6 +187,28 @@ class NodeRoom:
             for pod, node in self.using_devices:
                 self._by_node.take(pod, node)
         return self._by_node
+
+    def _backed(self, pod: Pod) -> dict[str, int]:
+        """The extended resources of ``pod`` that DeviceClasses back (read once a round)."""
+        asks = unmodelled_requests(pod) if self.devices is not None else {}
+        if not asks:
+            return {}
+        if self._backing is None:
+            assert self.devices is not None
+            self._backing = self.devices.backing()
+        return backed(asks, self._backing)
+
+    def _uses_devices(self, pod: Pod) -> bool:
+        return self.devices is not None and (uses_devices(pod) or bool(self._backed(pod)))
+
+    def _asks(self, pod: Pod) -> dict[str, Decimal]:
+        """What ``pod`` asks of its node's allocatable beyond the graph, less what
+        DeviceClasses back (counted in devices: :meth:`devices_by_node`)."""
+        asks = unmodelled_requests(pod)
+        if asks and self.devices is not None:
+            for name in self._backed(pod):
+                del asks[name]
+        return asks
 
     def labels(self) -> NodeLabels:
         if self._labels is None:
@@ -248,9 +274,9 @@ class NodeRoom:
                     out[key] |= nodes
             for key, volumes in attaching.items():
                 out[key] |= attached.refusing(volumes)
-        by_node = self.devices_by_node() if any(uses_devices(p) for p in pods) else None
+        by_node = self.devices_by_node() if any(self._uses_devices(p) for p in pods) else None
         if by_node is not None:
-            using = [p for p in pods if uses_devices(p)]
+            using = [p for p in pods if self._uses_devices(p)]
             for p in using:
                 out[p.key] |= by_node.refusing(p)
             if len(using) > 1:
@@ -258,7 +284,7 @@ class NodeRoom:
                 capacity = by_node.capacity(using)
                 for key, nodes in share(capacity, sorted(p.key for p in using)).items():
                     out[key] |= nodes
-        asking = {p.key: asks for p in pods if (asks := unmodelled_requests(p))}
+        asking = {p.key: asks for p in pods if (asks := self._asks(p))}
         if len(asking) > 1:
             # Members share each node's room for what the graph does not hold.
             capacity = self.requested.capacity(most(asking.values()), self.nodes())
@@ -294,7 +320,7 @@ class NodeRoom:
         mine = Counter(h.node for h in placed.values() if h.node)
         out = self.past(mine) | _meeting(placed.values(), pods)
         matched = [(pods[k], h.node) for k, h in placed.items() if k in pods and h.node]
-        asking = [(p.key, n, asks) for p, n in matched if (asks := unmodelled_requests(p))]
+        asking = [(p.key, n, asks) for p, n in matched if (asks := self._asks(p))]
         if asking:
             out |= set(self.requested.overflow(asking, self.nodes()).values())
         attached = self.attached() if any(claim_keys(p) for p, _ in matched) else None
@@ -303,9 +329,10 @@ class NodeRoom:
             volumes = by_pod((p for p, _ in matched), self.storage)
             attaching = [(p.key, n, volumes[p.key]) for p, n in matched if p.key in volumes]
             out |= set(attached.overflow(attaching).values())
-        by_node = self.devices_by_node() if any(uses_devices(p) for p, _ in matched) else None
+        using = [(p, n) for p, n in matched if self._uses_devices(p)]
+        by_node = self.devices_by_node() if using else None
         if by_node is not None:
-            out |= by_node.overflow([(p, n) for p, n in matched if uses_devices(p)])
+            out |= by_node.overflow(using)
         if any(_has_affinity(p) for p, _ in matched):
             out |= crowded(matched, self.labels(), self.placed.namespaces)
         if any(hard_constraints(p) for p, _ in matched):
@@ -346,10 +373,10 @@ class NodeRoom:
                 units = self._free[h.node]
                 for t, q in pod_requests(pod).items():
                     units[t] = units.get(t, 0) - q
-            asks = unmodelled_requests(pod)
+            asks = self._asks(pod)
             if asks:
                 self.requested.add(h.node, asks)
-            if self.devices is not None and uses_devices(pod):
+            if self._uses_devices(pod):
                 self.using_devices.append((pod, h.node))
                 if self._by_node is not None:
                     self._by_node.take(pod, h.node)

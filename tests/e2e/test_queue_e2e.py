@@ -1563,6 +1563,54 @@ def test_gang_members_with_device_claims_go_where_free_devices_are(suite: Suite)
             dra.delete_device_class(name)
 
 
+def test_an_extended_resource_a_device_class_backs_goes_where_its_device_is(
+    suite: Suite,
+) -> None:
+    """No node's allocatable has the extended resource; a DeviceClass backs it, and its one
+    device is on the third node. A pod asking one is released there (kube-scheduler makes
+    a claim for it and allocates that device); a second waits, saying why, until the first
+    is gone, and is then released there too; kube-scheduler refuses neither."""
+    nodes = suite.add_nodes(3, cpu="4")
+    dra = ResourceV1Api(suite.core.api_client)
+    resource = f"e2e-{suite.id}.fluence.example/gpu"
+    device_class, _ = device_objects(suite, "")
+    device_class["spec"]["extendedResourceName"] = resource
+    name = device_class["metadata"]["name"]
+    device: Any = {
+        "metadata": {"name": name},
+        "spec": {
+            "driver": f"e2e-{suite.id}.fluence.example",
+            "pool": {"name": nodes[2], "generation": 1, "resourceSliceCount": 1},
+            "nodeName": nodes[2],
+            "devices": [{"name": "dev-0"}],
+        },
+    }
+    body: Any = device_class
+    dra.create_device_class(body)
+    try:
+        dra.create_resource_slice(device)
+        gated_pod(suite, "first", extra={resource: "1"})
+        assert suite.wait_bound("first", timeout=60) == {"first": nodes[2]}
+        assert_released_to(suite.get("first"), nodes[2])
+        gated_pod(suite, "second", extra={resource: "1"})
+        wait_for(
+            partial(condition_says, suite, "second", "its devices rule out"),
+            30,
+            "the second pod to say why it waits",
+            lambda: suite.describe("second"),
+        )
+        assert held_back(suite, "second")
+        suite.delete("first")
+        assert suite.wait_bound("second", timeout=60) == {"second": nodes[2]}
+        assert_released_to(suite.get("second"), nodes[2])
+        assert_none_refused(suite)
+    finally:
+        with contextlib.suppress(ApiException):
+            dra.delete_resource_slice(name)
+        with contextlib.suppress(ApiException):
+            dra.delete_device_class(name)
+
+
 def test_gang_members_csi_volumes_stay_within_each_nodes_attach_limit(suite: Suite) -> None:
     """Three nodes whose CSINode lets a CSI driver attach one volume each; a gang of three
     one-cpu pods, each with a claim bound to a volume of that driver. By cpu they fit on

@@ -23,16 +23,12 @@ GPU_CLASS = "gpu"
 
 
 def device_class(
-    name: str = GPU_CLASS, expression: str = f'device.driver == "{DRIVER}"'
+    name: str = GPU_CLASS, expression: str = f'device.driver == "{DRIVER}"', extended: str = ""
 ) -> DeviceClass:
-    return decode_device_class(
-        json.dumps(
-            {
-                "metadata": {"name": name},
-                "spec": {"selectors": [{"cel": {"expression": expression}}]},
-            }
-        )
-    )
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": expression}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return decode_device_class(json.dumps({"metadata": {"name": name}, "spec": spec}))
 
 
 def gpu(
@@ -125,7 +121,7 @@ def devices(
 ) -> Devices:
     by_key = {c.key: c for c in claims}
     by_name = {c.metadata.name: c for c in (classes if classes is not None else [device_class()])}
-    return Devices(by_key.get, lambda: by_key.values(), lambda: slices, by_name.get)
+    return Devices(by_key.get, lambda: by_key.values(), lambda: slices, by_name.get, by_name.values)
 
 
 def claiming(name: str, *claims: str, template: str = "", uid: str = "") -> Pod:
@@ -284,3 +280,22 @@ def test_a_template_that_needed_no_claim_asks_for_nothing() -> None:
     pod = decode_pod(json.dumps(doc))
     assert unmet(pod, devices([], [])) == ""
     assert resource_claim_keys(pod) == []
+
+
+def test_extended_resources_a_device_class_backs_ask_for_its_devices() -> None:
+    """A class backs ``example.com/gpu`` (and its implicit name): a pod asking two goes
+    where two free devices are, or where a device plugin gives the node that resource
+    (kube-scheduler counts that node's allocatable instead)."""
+    cls = device_class(extended="example.com/gpu")
+    slices = [resource_slice("n0", [gpu("g0")]), resource_slice("n1", [gpu("g0"), gpu("g1")])]
+    where = nodes(2) | {"n2": make_node("n2", extra={"example.com/gpu": "4"})}
+    view = DevicesByNode(devices([], slices, [cls]), where)
+    assert view.refusing(make_pod("p", extra={"example.com/gpu": "2"})) == {"n0"}
+    # n2's device plugin gives example.com/gpu, not the class's implicit name.
+    implicit = make_pod("p", extra={"deviceclass.resource.kubernetes.io/gpu": "2"})
+    assert view.refusing(implicit) == {"n0", "n2"}
+    view.take(make_pod("p", extra={"example.com/gpu": "1"}), "n1")
+    assert view.refusing(make_pod("q", extra={"example.com/gpu": "2"})) == {"n0", "n1"}
+    # A bound pod's devices are in the claim kube-scheduler made for it.
+    view.take(make_pod("r", extra={"example.com/gpu": "1"}, node="n0"), "n0")
+    assert view.refusing(make_pod("s", extra={"example.com/gpu": "1"})) == set()

@@ -23,7 +23,13 @@ from scheduler_extender.binder import NullBinder
 from scheduler_extender.gated_queue import GatedQueue
 from scheduler_extender.scheduling import ReleaseRefused, Scheduler
 from tests.support.admission import apply_patch
-from tests.unit.fluence.test_device_claims import devices, gpu, resource_claim, resource_slice
+from tests.unit.fluence.test_device_claims import (
+    device_class,
+    devices,
+    gpu,
+    resource_claim,
+    resource_slice,
+)
 from tests.unit.fluence.test_pods import make_node, make_pod
 from tests.unit.fluence.test_volume_limits import csi_node, csi_storage, csi_volume
 from tests.unit.fluence.test_volume_nodes import BOUND, claim, storage, volume
@@ -980,6 +986,31 @@ def test_members_with_resource_claims_go_where_their_devices_are() -> None:
     assert sorted(bind(api, ledger, f"default/m{i}") for i in range(2)) == ["n1", "n2"]
     (w,) = queue.waiting
     assert w.reason == "pod later: waiting for ResourceClaim missing to exist", w
+
+
+def test_extended_resources_a_device_class_backs_go_where_its_devices_are() -> None:
+    """No node's allocatable has ``example.com/gpu``, but a DeviceClass backs it and n2 has
+    its one device: a pod asking one goes there (without the class it waits: no node has
+    room for it), and a second waits until the first is gone."""
+    api, queue, ledger = cluster(nodes=3)
+    cls = device_class(extended="example.com/gpu")
+    slices = [resource_slice("n2", [gpu("g0")])]
+    queue.devices = backing = devices([], slices, [cls])
+    queue.scheduler.graph.device_backed = lambda: backing.backing().keys()
+    for i in range(2):
+        doc = gated(f"p{i}", cpu="1", created=i)
+        doc["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+        api.put(doc)
+    assert round_trip(queue) == ["default/p0"], queue.waiting
+    assert round_trip(queue) == []
+    # kube-scheduler binds it with a claim of its own, allocated that device.
+    assert bind(api, ledger, "default/p0") == "n2"
+    made = resource_claim("p0-extended-resources", allocated=[("n2", "g0")], on="n2")
+    queue.devices = devices([made], slices, [cls])
+    assert round_trip(queue) == []
+    finish(api, ledger, "default/p0")
+    queue.devices = backing
+    assert round_trip(queue) == ["default/p1"]
 
 
 def test_gang_members_spread_over_zones_are_dealt_out_evenly() -> None:
