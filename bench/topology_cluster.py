@@ -249,6 +249,7 @@ def main() -> None:
         ("native-packed", "native"),
         ("fluence", "native"),
         ("queue", "native"),
+        ("queue-only", "native"),
         ("queue", "native-packed"),
         ("queue", "fluence"),
         ("null", "native"),
