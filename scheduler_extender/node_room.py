@@ -60,8 +60,8 @@ class PlacedOnNodes:
         self._asking: dict[str, tuple[str, Asks]] = {}
         """What placed pods ask of their node beyond the graph's resources."""
         self._using_devices: dict[str, tuple[Pod, str]] = {}
-        """The placed pods with ResourceClaims: those still unbound will have devices
-        allocated that no claim shows yet."""
+        """The placed pods with ResourceClaims or extended resources (which a DeviceClass
+        may back): those still unbound will have devices allocated that no claim shows."""
 
     def put(self, key: str, node: str, pod: Pod | None) -> None:
         """``pod`` is on ``node`` now (no pod or no node: it is gone, or not placed yet)."""
@@ -150,7 +150,7 @@ class NodeRoom:
     devices: Devices | None = None
     """ResourceClaims, ResourceSlices and DeviceClasses (None: left to kube-scheduler)."""
     using_devices: list[tuple[Pod, str]] = field(default_factory=list)
-    """Placed pods with ResourceClaims, and their nodes."""
+    """Placed pods with ResourceClaims or extended resources, and their nodes."""
     _attached: AttachedByNode | None = None
     _by_node: DevicesByNode | None = None
     _backing: dict[str, DeviceClass] | None = None

@@ -1563,6 +1563,46 @@ def test_gang_members_with_device_claims_go_where_free_devices_are(suite: Suite)
             dra.delete_device_class(name)
 
 
+def test_a_pod_whose_claim_is_made_from_a_template_goes_where_its_device_is(
+    suite: Suite,
+) -> None:
+    """A gated pod whose claim comes from a ResourceClaimTemplate: kube-controller-manager
+    makes the claim for it while it waits, and the queue releases it to the one node with
+    a device, where kube-scheduler allocates the claim; it refuses none."""
+    nodes = suite.add_nodes(3, cpu="4")
+    dra = ResourceV1Api(suite.core.api_client)
+    device_class, _ = device_objects(suite, "")
+    name = device_class["metadata"]["name"]
+    device: Any = {
+        "metadata": {"name": name},
+        "spec": {
+            "driver": f"e2e-{suite.id}.fluence.example",
+            "pool": {"name": nodes[1], "generation": 1, "resourceSliceCount": 1},
+            "nodeName": nodes[1],
+            "devices": [{"name": "dev-0"}],
+        },
+    }
+    template: Any = {"metadata": {"name": "gpu"}, "spec": {"spec": device_claim(suite, "")["spec"]}}
+    body: Any = device_class
+    dra.create_device_class(body)
+    try:
+        dra.create_resource_slice(device)
+        dra.create_namespaced_resource_claim_template(suite.ns, template)
+        spec = {"resourceClaims": [{"name": "d", "resourceClaimTemplateName": "gpu"}]}
+        gated_pod(suite, "made", spec=spec)
+        assert suite.wait_bound("made", timeout=60) == {"made": nodes[1]}
+        assert_released_to(suite.get("made"), nodes[1])
+        (status,) = suite.get("made")["status"]["resourceClaimStatuses"]
+        claim = dra.read_namespaced_resource_claim(status["resourceClaimName"], suite.ns)
+        assert claim.status is not None and claim.status.allocation is not None
+        assert_none_refused(suite)
+    finally:
+        with contextlib.suppress(ApiException):
+            dra.delete_resource_slice(name)
+        with contextlib.suppress(ApiException):
+            dra.delete_device_class(name)
+
+
 def test_an_extended_resource_a_device_class_backs_goes_where_its_device_is(
     suite: Suite,
 ) -> None:
