@@ -378,7 +378,8 @@ class GatedQueue:
         such nodes are left out, and a node the match would fill past its limit, or where
         members meet that may not, is left out and the match made again. (Members asking
         for the same ports, or kept apart per node, are matched on distinct nodes in the
-        first place.)
+        first place, and the places left under nodes' pod limits are dealt out among
+        members before the match.)
         """
         why = room.claims_unmet(to_place)
         if why:

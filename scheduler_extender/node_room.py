@@ -154,6 +154,8 @@ class NodeRoom:
     _attached: AttachedByNode | None = None
     _by_node: DevicesByNode | None = None
     _backing: dict[str, DeviceClass] | None = None
+    _requests: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+    """Pod key -> :func:`unmodelled_requests`, summed once a round."""
 
     def nodes(self) -> Mapping[str, Node]:
         """The nodes, read once a round and only when affinity or spread is in play."""
@@ -190,7 +192,7 @@ class NodeRoom:
 
     def _backed(self, pod: Pod) -> dict[str, int]:
         """The extended resources of ``pod`` that DeviceClasses back (read once a round)."""
-        asks = unmodelled_requests(pod) if self.devices is not None else {}
+        asks = self._unmodelled(pod) if self.devices is not None else {}
         if not asks:
             return {}
         if self._backing is None:
@@ -201,13 +203,18 @@ class NodeRoom:
     def _uses_devices(self, pod: Pod) -> bool:
         return self.devices is not None and (uses_devices(pod) or bool(self._backed(pod)))
 
-    def _asks(self, pod: Pod) -> dict[str, Decimal]:
+    def _asks(self, pod: Pod) -> Mapping[str, Decimal]:
         """What ``pod`` asks of its node's allocatable beyond the graph, less what
         DeviceClasses back (counted in devices: :meth:`devices_by_node`)."""
-        asks = unmodelled_requests(pod)
-        if asks and self.devices is not None:
-            for name in self._backed(pod):
-                del asks[name]
+        asks = self._unmodelled(pod)
+        if asks and self.devices is not None and (backed := self._backed(pod)):
+            return {n: q for n, q in asks.items() if n not in backed}
+        return asks
+
+    def _unmodelled(self, pod: Pod) -> dict[str, Decimal]:
+        asks = self._requests.get(pod.key)
+        if asks is None:
+            asks = self._requests[pod.key] = unmodelled_requests(pod)
         return asks
 
     def labels(self) -> NodeLabels:
@@ -218,6 +225,14 @@ class NodeRoom:
     def full(self) -> set[str]:
         return {n for n, limit in self.limits.items() if self.counts[n] >= limit}
 
+    def room_for(self, most: int) -> dict[str, int]:
+        """The nodes with room for fewer than ``most`` more pods, and that room."""
+        return {
+            n: left
+            for n, limit in self.limits.items()
+            if 0 < (left := limit - self.counts[n]) < most
+        }
+
     def past(self, more: Counter[str]) -> set[str]:
         """The nodes ``more`` pods would fill past their limit."""
         return {
@@ -225,12 +240,18 @@ class NodeRoom:
         }
 
     def refusing(self, pods: Sequence[Pod]) -> dict[str, set[str]]:
-        """Per pod of ``pods``, the nodes that would refuse it: at their pod limit, one of
-        its ports taken, ruled out by pod affinity with the pods placed, by its spread,
+        """Per pod of ``pods``, the nodes that would refuse it: at their pod limit (or,
+        for a group, with room for fewer members than it has: dealt out), one of its
+        ports taken, ruled out by pod affinity with the pods placed, by its spread,
         where one of its claims cannot have a volume, or where its volumes would go past
         an attach limit."""
         full = self.full()
         out = {p.key: full | self.ports.refusing(p.host_ports) for p in pods}
+        if len(pods) > 1:
+            # Members share the places left under each node's pod limit: a match packs
+            # them, and a node with room for fewer would be refused after it.
+            for key, nodes in share(self.room_for(len(pods)), sorted(out)).items():
+                out[key] |= nodes
         if self.placed.repelling or any(_has_affinity(p) for p in pods):
             for key, nodes in self.placed.refusing(pods, self.labels()).items():
                 out[key] |= nodes

@@ -492,6 +492,33 @@ def test_a_node_at_its_pod_limit_is_not_given_more_pods_than_it_takes() -> None:
     assert round_trip(queue) == []  # every node is at its limit
 
 
+def test_a_gangs_members_share_out_the_room_left_under_nodes_pod_limits() -> None:
+    """Five nodes that take four pods each run three already. A gang of four fits any node
+    by cpu, and a match packs it onto one node, where only one more pod fits: each node's
+    one place is dealt to a member before the match, so the gang is placed at once, one
+    member a node, however many nearly full nodes the match would try first (it gave up
+    after three, and the gang waited for ever)."""
+    api = Api()
+    nodes = []
+    for i in range(5):
+        raw = make_node(f"n{i}", cpu="8", raw=True)
+        raw["status"]["allocatable"]["pods"] = raw["status"]["capacity"]["pods"] = "4"
+        nodes.append(decode_node(json.dumps(raw)))
+    graph = ClusterGraph(EXAMPLES, nodes)
+    ledger = Ledger(graph, seal=SEAL)
+    queue = GatedQueue(Scheduler(graph, ledger, api, NullBinder()), api)
+    api.queue = queue
+    for i in range(5):
+        for j in range(3):
+            running = make_pod(f"d{i}-{j}", cpu="10m", node=f"n{i}", phase="Running", raw=True)
+            ledger.observe(api.put(running))
+    for i in range(4):
+        api.put(gated(f"m{i}", cpu="10m", labels=GANG, size=4))
+    assert len(round_trip(queue)) == 4, queue.waiting
+    on = Counter(ledger.get(f"default/m{i}").node for i in range(4))  # type: ignore[union-attr]
+    assert sorted(on.values()) == [1, 1, 1, 1], on
+
+
 def test_release_after_end_counts_from_the_end_that_made_room(monkeypatch: Any) -> None:
     """A pod's end that leaves too little room starts nobody; the wait recorded for the
     group released later runs from the end that let it start."""
