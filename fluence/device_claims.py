@@ -13,10 +13,13 @@ of them published), less those allocated to any claim (admin access takes none) 
 those the queue's own placements will take; devices tainted ``NoSchedule`` or
 ``NoExecute`` count only for requests that tolerate the taint. A request is met by its
 first choice that fits (``firstAvailable``), its devices found one request after the
-other. An extended resource a DeviceClass backs (its ``extendedResourceName``, or
+other; ``matchAttribute`` constraints are met by trying each value of the attribute the
+node's devices have (up to :data:`CONSTRAINED_VALUES` combinations; past that they are
+left to kube-scheduler), the devices of the requests they name taken from those with
+that value. An extended resource a DeviceClass backs (its ``extendedResourceName``, or
 ``deviceclass.resource.kubernetes.io/<class>``) asks, on a node whose allocatable lacks
-it, for as many of the class's devices. Left to kube-scheduler: ``matchAttribute``
-constraints among a claim's devices, devices shared by capacity
+it, for as many of the class's devices. Left to kube-scheduler: ``distinctAttribute``
+constraints, devices shared by capacity
 (``allowMultipleAllocations``: counted as free) and counters of partitionable devices,
 DeviceTaintRules, and the amount of a DeviceClass-backed resource a device plugin also
 gives some nodes.
@@ -24,6 +27,7 @@ gives some nodes.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
@@ -36,6 +40,8 @@ from fluence.pods import Node, NodeSelector, Pod, tolerated
 from fluence.resource_claims import (
     Device,
     DeviceClass,
+    DeviceConstraint,
+    DeviceRequest,
     ExactDeviceRequest,
     ResourceClaim,
     ResourceSlice,
@@ -43,6 +49,13 @@ from fluence.resource_claims import (
 )
 
 REFUSING_EFFECTS = ("NoSchedule", "NoExecute")
+CONSTRAINED_VALUES = 256
+"""Combinations of attribute values tried for a claim's ``matchAttribute`` constraints."""
+
+AttributeValue = tuple[str, Any]
+"""An attribute's type and value: devices agree when both are equal."""
+NO_VALUE: AttributeValue = ("", None)
+"""No device's attribute is this."""
 
 
 @dataclass(eq=False)
@@ -121,6 +134,21 @@ class _Entry:
         if self.value is None:
             self.value = device_value(self.driver, self.device)
         return self.value
+
+    def attribute(self, name: str) -> AttributeValue | None:
+        """Attribute ``name`` (``domain/id``; the driver's own also found by its id), as
+        kube-scheduler looks it up."""
+        attrs = self.device.attributes
+        found = attrs.get(name)
+        if found is None:
+            domain, _, ident = name.partition("/")
+            found = attrs.get(ident) if ident and domain == self.driver else None
+        if found is None:
+            return None
+        for kind in ("int_", "bool_", "string", "version"):
+            if (value := getattr(found, kind)) is not None:
+                return kind, value
+        return None
 
 
 @dataclass
@@ -216,12 +244,39 @@ class DevicesByNode:
     def allocate(self, claim: ResourceClaim, node: str, taken: set[str]) -> list[str] | None:
         """The devices ``node`` would give ``claim`` besides ``taken`` (None: it cannot)."""
         reach = self.reach(node)
+        constraints = [c for c in claim.spec.devices.constraints if c.match_attribute]
+        if not constraints:
+            return self._allocate(claim, reach, taken, [])
+        # No device with the attribute: only requests it does not constrain can be met.
+        values = [_values(reach, c) or [NO_VALUE] for c in constraints]
+        for chosen in itertools.islice(itertools.product(*values), CONSTRAINED_VALUES):
+            got = self._allocate(claim, reach, taken, list(zip(constraints, chosen, strict=True)))
+            if got is not None:
+                return got
+        if _combinations(values) > CONSTRAINED_VALUES:
+            return self._allocate(claim, reach, taken, [])  # too many: kube-scheduler's
+        return None
+
+    def _allocate(
+        self,
+        claim: ResourceClaim,
+        reach: list[_Entry],
+        taken: set[str],
+        agreed: list[tuple[DeviceConstraint, AttributeValue]],
+    ) -> list[str] | None:
+        """Devices for each request in turn, those of constrained requests with the
+        attribute values ``agreed``."""
         mine: list[str] = []
         used = set(taken)
         for request in claim.spec.devices.requests:
             got = None
             for choice in request.choices:
-                got = self._meet(choice, reach, used)
+                rules = [
+                    (str(c.match_attribute), value)
+                    for c, value in agreed
+                    if _constrains(c, request, choice)
+                ]
+                got = self._meet(choice, reach, used, rules)
                 if got is not None:
                     break
             if got is None:
@@ -231,15 +286,22 @@ class DevicesByNode:
         return mine
 
     def _meet(
-        self, choice: ExactDeviceRequest, reach: list[_Entry], used: set[str]
+        self,
+        choice: ExactDeviceRequest,
+        reach: list[_Entry],
+        used: set[str],
+        rules: Sequence[tuple[str, AttributeValue]] = (),
     ) -> list[str] | None:
         picked = [e for e in reach if self._picks(e, choice)]
         admin = bool(choice.admin_access)
+        agreeing = [e for e in picked if all(e.attribute(n) == v for n, v in rules)]
         if choice.allocation_mode == names.ALLOCATE_ALL:
+            if len(agreeing) < len(picked):
+                return None  # all means all: each must agree
             if not admin and any(not self._free(e, used) for e in picked):
                 return None
             return [] if admin else [e.id for e in picked]
-        free = [e for e in picked if admin or self._free(e, used)]
+        free = [e for e in agreeing if admin or self._free(e, used)]
         if len(free) < choice.count:
             return None
         return [] if admin else [e.id for e in free[: choice.count]]
@@ -337,6 +399,32 @@ class DevicesByNode:
             if claim is not None and claim.status.allocation is None and key not in self.pending:
                 out[key] = where
         return out
+
+
+def _constrains(c: DeviceConstraint, request: DeviceRequest, choice: ExactDeviceRequest) -> bool:
+    """Does constraint ``c`` apply to the devices of ``request`` met by ``choice``?"""
+    if not c.requests:
+        return True
+    return request.name in c.requests or (
+        bool(choice.name) and f"{request.name}/{choice.name}" in c.requests
+    )
+
+
+def _values(reach: Iterable[_Entry], c: DeviceConstraint) -> list[AttributeValue]:
+    """The values of ``c``'s attribute among the devices reached, each once, in order."""
+    out: dict[AttributeValue, None] = {}
+    for e in reach:
+        value = e.attribute(str(c.match_attribute))
+        if value is not None:
+            out.setdefault(value, None)
+    return list(out)
+
+
+def _combinations(values: Sequence[Sequence[AttributeValue]]) -> int:
+    total = 1
+    for v in values:
+        total *= len(v)
+    return total
 
 
 def _admits(selector: NodeSelector | None, node: Node) -> bool:

@@ -48,8 +48,17 @@ class DeviceRequest(msgspec.Struct, rename="camel", omit_defaults=True):
         return [self.exactly] if self.exactly is not None else list(self.first_available)
 
 
+class DeviceConstraint(msgspec.Struct, rename="camel", omit_defaults=True):
+    """The devices of ``requests`` (all of the claim's when empty; ``request/sub`` names
+    one ``firstAvailable`` entry) must agree on attribute ``match_attribute``."""
+
+    requests: list[str] = []
+    match_attribute: str | None = None
+
+
 class DeviceClaim(msgspec.Struct, omit_defaults=True):
     requests: list[DeviceRequest] = []
+    constraints: list[DeviceConstraint] = []
 
 
 class ResourceClaimSpec(msgspec.Struct, omit_defaults=True):

@@ -21,7 +21,7 @@ import signal
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -132,9 +132,16 @@ def short_gang_timeout(stack: Stack) -> Iterator[float]:
         ext.start()
 
 
-def device_objects(suite: Suite, selector: str) -> tuple[dict[str, Any], dict[str, Any]]:
+NodeDevices = Sequence[str] | Mapping[str, list[dict[str, Any]]]
+"""Nodes with one device of 40Gi each, or node -> its devices."""
+
+
+def device_objects(
+    suite: Suite, selector: str, nodes: NodeDevices = ()
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A DeviceClass of the test's own driver that also asks ``selector`` (``{driver}``
-    filled in), and one device of 40Gi every node reaches."""
+    filled in), and ResourceSlices: one device of 40Gi every node reaches, or with
+    ``nodes`` devices on each of those nodes (a pool per node)."""
     name, driver = f"fluence-e2e-{suite.id}", f"e2e-{suite.id}.fluence.example"
     expressions = [f'device.driver == "{driver}"'] + (
         [selector.format(driver=driver)] if selector else []
@@ -143,16 +150,46 @@ def device_objects(suite: Suite, selector: str) -> tuple[dict[str, Any], dict[st
         "metadata": {"name": name},
         "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
     }
-    devices = {
-        "metadata": {"name": name},
-        "spec": {
-            "driver": driver,
-            "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
-            "allNodes": True,
-            "devices": [{"name": "dev-0", "capacity": {"memory": {"value": "40Gi"}}}],
-        },
-    }
-    return device_class, devices
+    device = {"name": "dev-0", "capacity": {"memory": {"value": "40Gi"}}}
+
+    def pool(
+        pool: str, reach: dict[str, Any], slice_name: str, devices: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        spec = {"pool": {"name": pool, "generation": 1, "resourceSliceCount": 1}, **reach}
+        return {
+            "metadata": {"name": slice_name},
+            "spec": {"driver": driver, **spec, "devices": devices},
+        }
+
+    if not nodes:
+        return device_class, [pool("shared", {"allNodes": True}, name, [device])]
+    on = nodes if isinstance(nodes, Mapping) else {n: [device] for n in nodes}
+    return device_class, [pool(n, {"nodeName": n}, f"{name}-{n}", d) for n, d in on.items()]
+
+
+@contextlib.contextmanager
+def devices_published(
+    suite: Suite, selector: str = "", nodes: NodeDevices = (), extended: str = ""
+) -> Iterator[str]:
+    """:func:`device_objects` created (the class backing ``extended`` when given) for the
+    block, deleted after it; yields the DeviceClass's name."""
+    dra = ResourceV1Api(suite.core.api_client)
+    device_class, slices = device_objects(suite, selector, nodes)
+    if extended:
+        device_class["spec"]["extendedResourceName"] = extended
+    # The client takes dict bodies as they are; its typed signatures want models.
+    body: Any = device_class
+    dra.create_device_class(body)
+    try:
+        for body in slices:
+            dra.create_resource_slice(body)
+        yield device_class["metadata"]["name"]
+    finally:
+        for body in slices:
+            with contextlib.suppress(ApiException):
+                dra.delete_resource_slice(body["metadata"]["name"])
+        with contextlib.suppress(ApiException):
+            dra.delete_device_class(device_class["metadata"]["name"])
 
 
 def device_claim(suite: Suite, name: str) -> dict[str, Any]:
@@ -168,20 +205,10 @@ def refused_devices(suite: Suite) -> Iterator[dict[str, Any]]:
     (:data:`BIG_MEMORY`), which the queue leaves to kube-scheduler (it reads devices,
     classes and claims, and holds back pods whose claims are missing or cannot be met)."""
     dra = ResourceV1Api(suite.core.api_client)
-    device_class, devices = device_objects(suite, BIG_MEMORY)
-    body: Any = device_class
-    dra.create_device_class(body)
-    body = devices
-    dra.create_resource_slice(body)
-    body = device_claim(suite, REFUSED_CLAIM)
-    dra.create_namespaced_resource_claim(suite.ns, body)
-    try:
+    with devices_published(suite, BIG_MEMORY):
+        body: Any = device_claim(suite, REFUSED_CLAIM)
+        dra.create_namespaced_resource_claim(suite.ns, body)
         yield {"resourceClaims": [{"name": "devices", "resourceClaimName": REFUSED_CLAIM}]}
-    finally:
-        with contextlib.suppress(ApiException):
-            dra.delete_resource_slice(devices["metadata"]["name"])
-        with contextlib.suppress(ApiException):
-            dra.delete_device_class(device_class["metadata"]["name"])
 
 
 # ---- reading pods --------------------------------------------------------------------
@@ -883,15 +910,6 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
     core = suite.core
     batch = BatchV1Api(core.api_client)
     dra = ResourceV1Api(core.api_client)
-    # The client takes dict bodies as they are; its typed signatures want models.
-    device_class, devices = device_objects(suite, BIG_MEMORY)
-    name = device_class["metadata"]["name"]
-    body: Any = device_class
-    dra.create_device_class(body)
-    body = devices
-    dra.create_resource_slice(body)
-    body = device_claim(suite, "data")
-    dra.create_namespaced_resource_claim(suite.ns, body)
     template = pod_body("unused", {"cpu": "1", "memory": "64Mi"}, suite.id)
     template["metadata"] = {
         "labels": {names.LABEL_GROUP: "sweep"},
@@ -920,89 +938,90 @@ def test_a_job_gang_evicted_after_the_gang_timeout_is_made_again_and_runs(
             "template": {"metadata": template["metadata"], "spec": template["spec"]},
         },
     }
-    try:
-        batch.create_namespaced_job(suite.ns, job)
+    with devices_published(suite, BIG_MEMORY) as name:
+        body: Any = device_claim(suite, "data")
+        dra.create_namespaced_resource_claim(suite.ns, body)
+        try:
+            batch.create_namespaced_job(suite.ns, job)
 
-        def members() -> list[str]:
-            pods = core.list_namespaced_pod(suite.ns, label_selector="job-name=sweep").items
-            return sorted(
-                str(p.metadata.name)
-                for p in pods
-                if p.metadata is not None and not p.metadata.deletion_timestamp
-            )
+            def members() -> list[str]:
+                pods = core.list_namespaced_pod(suite.ns, label_selector="job-name=sweep").items
+                return sorted(
+                    str(p.metadata.name)
+                    for p in pods
+                    if p.metadata is not None and not p.metadata.deletion_timestamp
+                )
 
-        def two(exclude: Sequence[str] = ()) -> list[str] | None:
-            made = members()
-            return made if len(made) == 2 and not set(made) & set(exclude) else None
+            def two(exclude: Sequence[str] = ()) -> list[str] | None:
+                made = members()
+                return made if len(made) == 2 and not set(made) & set(exclude) else None
 
-        first: list[str] = wait_for(two, 60, "the Job controller to make two pods")
-        for p in first:
-            # Gated from the template: the queue released it (record, pin), not the filter.
-            wait_released(suite, p)
-            pod = suite.get(p)
-            assert_released_to(pod, record_of(pod)["node"])
-            assert record_of(pod)["group"] == f"{suite.ns}/sweep"
+            first: list[str] = wait_for(two, 60, "the Job controller to make two pods")
+            for p in first:
+                # Gated from the template: the queue released it (record, pin), not the filter.
+                wait_released(suite, p)
+                pod = suite.get(p)
+                assert_released_to(pod, record_of(pod)["node"])
+                assert record_of(pod)["group"] == f"{suite.ns}/sweep"
+                wait_for(
+                    partial(held_for_devices, suite, p),
+                    30,
+                    f"kube-scheduler to hold {p} back for its device claim",
+                    partial(suite.describe, p),
+                )
+            assert all(not suite.node_of(p) for p in first)
+            uids = {p: suite.get(p)["metadata"]["uid"] for p in first}
+
             wait_for(
-                partial(held_for_devices, suite, p),
+                lambda: all(gone(suite, p) for p in first),
+                GANG_TIMEOUT + 60,
+                "the queue to evict the Job's gang after its gang timeout",
+                lambda: suite.stack.extender.log_tail(),
+            )
+            for p in first:
+                (event,) = wait_for(
+                    partial(warnings_about, suite, p, "GangRequeued"),
+                    20,
+                    f"the GangRequeued Event on {p}",
+                )
+                assert event.involved_object.uid == uids[p]
+                assert f"group {suite.ns}/sweep evicted to queue again" in event.message
+            # Now the class asks what the device has: the pods made again can bind.
+            met, _ = device_objects(
+                suite, 'device.capacity["{driver}"].memory.isLessThan(quantity("100Gi"))'
+            )
+            dra.patch_device_class(name, {"spec": met["spec"]})
+
+            again: list[str] = wait_for(
+                lambda: two(exclude=first),
+                90,
+                "the Job controller to make the pods again",
+                lambda: str(members()),
+            )
+            bound = suite.wait_bound(*again, timeout=90)
+            for p, node in bound.items():
+                assert node in suite.nodes
+                pod = suite.get(p)
+                assert_released_to(pod, node)  # it came through the queue again
+                assert record_of(pod)["group"] == f"{suite.ns}/sweep"
+
+            def complete() -> bool:
+                job = batch.read_namespaced_job("sweep", suite.ns)
+                return bool(job.status and job.status.succeeded == 2)
+
+            wait_for(complete, 90, "the Job to complete", lambda: str(members()))
+            # The two pods the queue evicted were ignored, not counted toward backoffLimit.
+            status = batch.read_namespaced_job("sweep", suite.ns).status
+            assert status is not None and not status.failed
+            wait_for(
+                lambda: sum(n["core"]["allocated"] for n in suite.state_nodes().values()) == 0,
                 30,
-                f"kube-scheduler to hold {p} back for its device claim",
-                partial(suite.describe, p),
+                "fluence to release the finished gang",
+                lambda: str(suite.state_nodes()),
             )
-        assert all(not suite.node_of(p) for p in first)
-        uids = {p: suite.get(p)["metadata"]["uid"] for p in first}
-
-        wait_for(
-            lambda: all(gone(suite, p) for p in first),
-            GANG_TIMEOUT + 60,
-            "the queue to evict the Job's gang after its gang timeout",
-            lambda: suite.stack.extender.log_tail(),
-        )
-        for p in first:
-            (event,) = wait_for(
-                partial(warnings_about, suite, p, "GangRequeued"),
-                20,
-                f"the GangRequeued Event on {p}",
-            )
-            assert event.involved_object.uid == uids[p]
-            assert f"group {suite.ns}/sweep evicted to queue again" in event.message
-        # Now the class asks what the device has: the pods made again can bind.
-        met, _ = device_objects(
-            suite, 'device.capacity["{driver}"].memory.isLessThan(quantity("100Gi"))'
-        )
-        dra.patch_device_class(name, {"spec": met["spec"]})
-
-        again: list[str] = wait_for(
-            lambda: two(exclude=first),
-            90,
-            "the Job controller to make the pods again",
-            lambda: str(members()),
-        )
-        bound = suite.wait_bound(*again, timeout=90)
-        for p, node in bound.items():
-            assert node in suite.nodes
-            pod = suite.get(p)
-            assert_released_to(pod, node)  # it came through the queue again
-            assert record_of(pod)["group"] == f"{suite.ns}/sweep"
-
-        def complete() -> bool:
-            job = batch.read_namespaced_job("sweep", suite.ns)
-            return bool(job.status and job.status.succeeded == 2)
-
-        wait_for(complete, 90, "the Job to complete", lambda: str(members()))
-        # The two pods the queue evicted were ignored, not counted toward backoffLimit.
-        status = batch.read_namespaced_job("sweep", suite.ns).status
-        assert status is not None and not status.failed
-        wait_for(
-            lambda: sum(n["core"]["allocated"] for n in suite.state_nodes().values()) == 0,
-            30,
-            "fluence to release the finished gang",
-            lambda: str(suite.state_nodes()),
-        )
-    finally:
-        with contextlib.suppress(ApiException):
-            batch.delete_namespaced_job("sweep", suite.ns, propagation_policy="Background")
-        dra.delete_resource_slice(name)
-        dra.delete_device_class(name)
+        finally:
+            with contextlib.suppress(ApiException):
+                batch.delete_namespaced_job("sweep", suite.ns, propagation_policy="Background")
 
 
 def test_a_released_pod_whose_node_is_deleted_is_evicted(
@@ -1500,28 +1519,10 @@ def test_gang_members_with_device_claims_go_where_free_devices_are(suite: Suite)
     does not exist yet waits and says so."""
     nodes = suite.add_nodes(3, cpu="4")
     dra = ResourceV1Api(suite.core.api_client)
-    device_class, _ = device_objects(suite, "")
-    name = device_class["metadata"]["name"]
-    slices = [
-        {
-            "metadata": {"name": f"{name}-{node}"},
-            "spec": {
-                "driver": f"e2e-{suite.id}.fluence.example",
-                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                "nodeName": node,
-                "devices": [{"name": "dev-0"}],
-            },
-        }
-        for node in nodes[1:]
-    ]
-    body: Any = device_class
-    dra.create_device_class(body)
-    try:
-        for body in slices:
-            dra.create_resource_slice(body)
+    with devices_published(suite, nodes=nodes[1:]):
         members = ["dev-0", "dev-1"]
         for claim in ("held", *members):
-            body = device_claim(suite, claim)
+            body: Any = device_claim(suite, claim)
             dra.create_namespaced_resource_claim(suite.ns, body)
         # Without the gate: kube-scheduler allocates its claim on the node it is sent to.
         holder = {"name": "d", "resourceClaimName": "held"}
@@ -1555,12 +1556,6 @@ def test_gang_members_with_device_claims_go_where_free_devices_are(suite: Suite)
             assert claim.status is not None and claim.status.allocation is not None
         assert held_back(suite, "unclaimed")
         assert_none_refused(suite)
-    finally:
-        for body in slices:
-            with contextlib.suppress(ApiException):
-                dra.delete_resource_slice(body["metadata"]["name"])
-        with contextlib.suppress(ApiException):
-            dra.delete_device_class(name)
 
 
 def test_a_pod_whose_claim_is_made_from_a_template_goes_where_its_device_is(
@@ -1571,22 +1566,8 @@ def test_a_pod_whose_claim_is_made_from_a_template_goes_where_its_device_is(
     a device, where kube-scheduler allocates the claim; it refuses none."""
     nodes = suite.add_nodes(3, cpu="4")
     dra = ResourceV1Api(suite.core.api_client)
-    device_class, _ = device_objects(suite, "")
-    name = device_class["metadata"]["name"]
-    device: Any = {
-        "metadata": {"name": name},
-        "spec": {
-            "driver": f"e2e-{suite.id}.fluence.example",
-            "pool": {"name": nodes[1], "generation": 1, "resourceSliceCount": 1},
-            "nodeName": nodes[1],
-            "devices": [{"name": "dev-0"}],
-        },
-    }
     template: Any = {"metadata": {"name": "gpu"}, "spec": {"spec": device_claim(suite, "")["spec"]}}
-    body: Any = device_class
-    dra.create_device_class(body)
-    try:
-        dra.create_resource_slice(device)
+    with devices_published(suite, nodes=nodes[1:2]):
         dra.create_namespaced_resource_claim_template(suite.ns, template)
         spec = {"resourceClaims": [{"name": "d", "resourceClaimTemplateName": "gpu"}]}
         gated_pod(suite, "made", spec=spec)
@@ -1596,11 +1577,41 @@ def test_a_pod_whose_claim_is_made_from_a_template_goes_where_its_device_is(
         claim = dra.read_namespaced_resource_claim(status["resourceClaimName"], suite.ns)
         assert claim.status is not None and claim.status.allocation is not None
         assert_none_refused(suite)
-    finally:
-        with contextlib.suppress(ApiException):
-            dra.delete_resource_slice(name)
-        with contextlib.suppress(ApiException):
-            dra.delete_device_class(name)
+
+
+def test_a_claims_devices_that_must_share_an_attribute_go_where_they_agree(suite: Suite) -> None:
+    """Two nodes with two devices each: the first's both on NUMA node 1, the second's
+    (which a match tries first) on 0 and 1. A gated pod whose claim asks two devices
+    that must share ``numa`` (a ``matchAttribute`` constraint) fits either node by
+    count, but kube-scheduler allocates it only on the first: the queue releases it
+    there, kube-scheduler allocates both devices, and refuses none."""
+    nodes = suite.add_nodes(2, cpu="4")
+    dra = ResourceV1Api(suite.core.api_client)
+
+    def numa(name: str, n: int) -> dict[str, Any]:
+        return {"name": name, "attributes": {"numa": {"int": n}}}
+
+    on = {
+        nodes[0]: [numa("dev-0", 1), numa("dev-1", 1)],
+        nodes[1]: [numa("dev-0", 0), numa("dev-1", 1)],
+    }
+    with devices_published(suite, nodes=on):
+        claim = device_claim(suite, "pair")
+        claim["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+        claim["spec"]["devices"]["constraints"] = [
+            {"matchAttribute": f"e2e-{suite.id}.fluence.example/numa"}
+        ]
+        body: Any = claim
+        dra.create_namespaced_resource_claim(suite.ns, body)
+        gated_pod(
+            suite, "pair", spec={"resourceClaims": [{"name": "d", "resourceClaimName": "pair"}]}
+        )
+        assert suite.wait_bound("pair", timeout=60) == {"pair": nodes[0]}
+        assert_released_to(suite.get("pair"), nodes[0])
+        made = dra.read_namespaced_resource_claim("pair", suite.ns)
+        assert made.status is not None and made.status.allocation is not None
+        assert len(made.status.allocation.devices.results) == 2
+        assert_none_refused(suite)
 
 
 def test_an_extended_resource_a_device_class_backs_goes_where_its_device_is(
@@ -1611,24 +1622,8 @@ def test_an_extended_resource_a_device_class_backs_goes_where_its_device_is(
     a claim for it and allocates that device); a second waits, saying why, until the first
     is gone, and is then released there too; kube-scheduler refuses neither."""
     nodes = suite.add_nodes(3, cpu="4")
-    dra = ResourceV1Api(suite.core.api_client)
     resource = f"e2e-{suite.id}.fluence.example/gpu"
-    device_class, _ = device_objects(suite, "")
-    device_class["spec"]["extendedResourceName"] = resource
-    name = device_class["metadata"]["name"]
-    device: Any = {
-        "metadata": {"name": name},
-        "spec": {
-            "driver": f"e2e-{suite.id}.fluence.example",
-            "pool": {"name": nodes[2], "generation": 1, "resourceSliceCount": 1},
-            "nodeName": nodes[2],
-            "devices": [{"name": "dev-0"}],
-        },
-    }
-    body: Any = device_class
-    dra.create_device_class(body)
-    try:
-        dra.create_resource_slice(device)
+    with devices_published(suite, nodes=nodes[2:], extended=resource):
         gated_pod(suite, "first", extra={resource: "1"})
         assert suite.wait_bound("first", timeout=60) == {"first": nodes[2]}
         assert_released_to(suite.get("first"), nodes[2])
@@ -1644,11 +1639,6 @@ def test_an_extended_resource_a_device_class_backs_goes_where_its_device_is(
         assert suite.wait_bound("second", timeout=60) == {"second": nodes[2]}
         assert_released_to(suite.get("second"), nodes[2])
         assert_none_refused(suite)
-    finally:
-        with contextlib.suppress(ApiException):
-            dra.delete_resource_slice(name)
-        with contextlib.suppress(ApiException):
-            dra.delete_device_class(name)
 
 
 def test_gang_members_csi_volumes_stay_within_each_nodes_attach_limit(suite: Suite) -> None:

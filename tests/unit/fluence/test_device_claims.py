@@ -299,3 +299,121 @@ def test_extended_resources_a_device_class_backs_ask_for_its_devices() -> None:
     # A bound pod's devices are in the claim kube-scheduler made for it.
     view.take(make_pod("r", extra={"example.com/gpu": "1"}, node="n0"), "n0")
     assert view.refusing(make_pod("s", extra={"example.com/gpu": "1"})) == set()
+
+
+def attributed(name: str, **attributes: dict[str, Any]) -> dict[str, Any]:
+    """A device with typed attributes (``{"int": 0}``, ``{"string": "a"}``...)."""
+    return {"name": name, "attributes": attributes}
+
+
+def constrained(
+    name: str, requests: list[dict[str, Any]], constraints: list[dict[str, Any]]
+) -> ResourceClaim:
+    doc = {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": requests, "constraints": constraints}},
+    }
+    return decode_resource_claim(json.dumps(doc))
+
+
+def exactly(name: str, count: int = 1, mode: str = "ExactCount") -> dict[str, Any]:
+    spec = {"deviceClassName": GPU_CLASS, "count": count, "allocationMode": mode}
+    return {"name": name, "exactly": spec}
+
+
+def test_devices_a_match_attribute_constraint_ties_must_agree_on_it() -> None:
+    """Two devices on each node; n0's sit on two NUMA nodes, n1's on one. A claim for two
+    that must share ``numa`` goes to n1 only (the driver's own attribute found by its
+    id); one naming another domain's attribute, which no device has, nowhere; one
+    without the constraint anywhere."""
+    slices = [
+        resource_slice(
+            "n0", [attributed("g0", numa={"int": 0}), attributed("g1", numa={"int": 1})]
+        ),
+        resource_slice(
+            "n1", [attributed("g0", numa={"int": 1}), attributed("g1", numa={"int": 1})]
+        ),
+    ]
+    same = constrained("same", [exactly("gpu", 2)], [{"matchAttribute": f"{DRIVER}/numa"}])
+    other = constrained("other", [exactly("gpu", 2)], [{"matchAttribute": "other.example/numa"}])
+    free = constrained("free", [exactly("gpu", 2)], [])
+    view = DevicesByNode(devices([same, other, free], slices), nodes(2))
+    assert view.refusing(claiming("p", "same")) == {"n0"}
+    assert view.refusing(claiming("p", "other")) == {"n0", "n1"}
+    assert view.refusing(claiming("p", "free")) == set()
+
+
+def test_a_constraint_binds_only_the_requests_it_names_and_all_mode_whole() -> None:
+    """A GPU and a NIC that must share a PCIe root: n0 has them on different roots, n1 on
+    one (beside a GPU on another root, tried first), n3 has two devices on one. Naming
+    the GPU request alone leaves the NIC free. All mode takes every device, so they must
+    all agree. Values agree only in type too: an int 1 is not the string "1"."""
+    root = f"{DRIVER}/pcieRoot"
+    slices = [
+        resource_slice(
+            "n0",
+            [
+                attributed("gpu0", pcieRoot={"string": "a"}),
+                attributed("nic0", pcieRoot={"string": "b"}),
+            ],
+        ),
+        resource_slice(
+            "n1",
+            [
+                attributed("gpu0", pcieRoot={"string": "b"}),
+                attributed("gpu1", pcieRoot={"string": "a"}),
+                attributed("nic0", pcieRoot={"string": "a"}),
+            ],
+        ),
+        resource_slice(
+            "n2", [attributed("g0", numa={"int": 1}), attributed("g1", numa={"string": "1"})]
+        ),
+        resource_slice(
+            "n3",
+            [
+                attributed("x0", pcieRoot={"string": "a"}),
+                attributed("x1", pcieRoot={"string": "a"}),
+            ],
+        ),
+    ]
+    both = constrained(
+        "both",
+        [exactly("gpu"), exactly("nic")],
+        [{"requests": ["gpu", "nic"], "matchAttribute": root}],
+    )
+    gpu_only = constrained(
+        "gpu-only",
+        [exactly("gpu"), exactly("nic")],
+        [{"requests": ["gpu"], "matchAttribute": root}],
+    )
+    whole = constrained("whole", [exactly("gpu", mode="All")], [{"matchAttribute": root}])
+    typed = constrained("typed", [exactly("gpu", 2)], [{"matchAttribute": f"{DRIVER}/numa"}])
+    view = DevicesByNode(devices([both, gpu_only, whole, typed], slices), nodes(4))
+    assert view.refusing(claiming("p", "both")) == {"n0", "n2"}
+    assert view.refusing(claiming("p", "gpu-only")) == {"n2"}
+    assert view.refusing(claiming("p", "whole")) == {"n0", "n1", "n2"}
+    assert view.refusing(claiming("p", "typed")) == {"n0", "n1", "n2", "n3"}
+    # The devices the constrained claim takes on n1 are the agreeing ones.
+    assert view.allocate(both, "n1", set()) == [
+        "gpu.example.com/n1/gpu1",
+        "gpu.example.com/n1/nic0",
+    ]
+
+
+def test_a_constraint_on_a_first_available_entry_binds_that_entry_alone() -> None:
+    """``gpu/big`` must share ``numa``; n0's two devices do not: the request falls back
+    to its unconstrained ``one`` entry there."""
+    slices = [
+        resource_slice("n0", [attributed("g0", numa={"int": 0}), attributed("g1", numa={"int": 1})])
+    ]
+    entries = [
+        {"name": "big", "deviceClassName": GPU_CLASS, "count": 2},
+        {"name": "one", "deviceClassName": GPU_CLASS, "count": 1},
+    ]
+    claim = constrained(
+        "fallback",
+        [{"name": "gpu", "firstAvailable": entries}],
+        [{"requests": ["gpu/big"], "matchAttribute": f"{DRIVER}/numa"}],
+    )
+    view = DevicesByNode(devices([claim], slices), nodes(1))
+    assert view.allocate(claim, "n0", set()) == ["gpu.example.com/n0/g0"]
