@@ -466,19 +466,25 @@ def test_waiting_pods_carry_the_reason_until_they_are_released() -> None:
     assert queue.tell() == 0
 
 
-def test_a_node_at_its_pod_limit_is_not_given_more_pods_than_it_takes() -> None:
-    """kube-scheduler refuses a pod on a node at its allocatable pod count, which the graph
-    does not hold: the queue keeps within it."""
+def pod_limited(count: int, pods: int) -> tuple[Api, Ledger, GatedQueue]:
+    """A queue over ``count`` nodes of 8 cpu that take ``pods`` pods each."""
     api = Api()
     nodes = []
-    for i in range(2):
+    for i in range(count):
         raw = make_node(f"n{i}", cpu="8", raw=True)
-        raw["status"]["allocatable"]["pods"] = raw["status"]["capacity"]["pods"] = "2"
+        raw["status"]["allocatable"]["pods"] = raw["status"]["capacity"]["pods"] = str(pods)
         nodes.append(decode_node(json.dumps(raw)))
     graph = ClusterGraph(EXAMPLES, nodes)
     ledger = Ledger(graph, seal=SEAL)
     queue = GatedQueue(Scheduler(graph, ledger, api, NullBinder()), api)
     api.queue = queue
+    return api, ledger, queue
+
+
+def test_a_node_at_its_pod_limit_is_not_given_more_pods_than_it_takes() -> None:
+    """kube-scheduler refuses a pod on a node at its allocatable pod count, which the graph
+    does not hold: the queue keeps within it."""
+    api, ledger, queue = pod_limited(2, 2)
     ledger.observe(api.put(make_pod("daemon", cpu="1", node="n0", phase="Running", raw=True)))
     for i in range(2):
         api.put(gated(f"m{i}", cpu="1", labels=GANG, size=2))
@@ -498,16 +504,7 @@ def test_a_gangs_members_share_out_the_room_left_under_nodes_pod_limits() -> Non
     one place is dealt to a member before the match, so the gang is placed at once, one
     member a node, however many nearly full nodes the match would try first (it gave up
     after three, and the gang waited for ever)."""
-    api = Api()
-    nodes = []
-    for i in range(5):
-        raw = make_node(f"n{i}", cpu="8", raw=True)
-        raw["status"]["allocatable"]["pods"] = raw["status"]["capacity"]["pods"] = "4"
-        nodes.append(decode_node(json.dumps(raw)))
-    graph = ClusterGraph(EXAMPLES, nodes)
-    ledger = Ledger(graph, seal=SEAL)
-    queue = GatedQueue(Scheduler(graph, ledger, api, NullBinder()), api)
-    api.queue = queue
+    api, ledger, queue = pod_limited(5, 4)
     for i in range(5):
         for j in range(3):
             running = make_pod(f"d{i}-{j}", cpu="10m", node=f"n{i}", phase="Running", raw=True)
