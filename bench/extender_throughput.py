@@ -31,17 +31,22 @@ scores them all (``percentageOfNodesToScore: 100``: the extender must be offered
 every feasible node). The JSON says which settings each phase ran with.
 
 Each of ``--runs`` runs runs every phase once on a burst of ``--pods`` single pods
-(small requests: they all fit), in an order rotated per run, so a machine that speeds
+(small requests: they all fit), or with ``--gang K`` of gangs of K such pods (each a
+``scheduling.k8s.io`` PodGroup with ``minCount`` K, created before its pods: ``default``
+and ``null-queue`` then place them with kube-scheduler's own gang scheduling), in an
+order rotated per run, so a machine that speeds
 up or slows down affects every phase alike; the JSON gives each phase's pods/s and
 each ratio as the median and range (min, max) over the runs, a ratio pairing run i
 of one phase with run i of the other. A phase creates its pods from a few concurrent
 creators over keep-alive connections and is timed from the first create to the moment
 a watch sees the last pod bound. Every phase starts its own scheduler (and extender)
 on empty nodes and deletes its pods after. Prints JSON and draws
-``bench/out/extender_throughput.png`` (the first run of each phase). Usage::
+``bench/out/extender_throughput.png`` (``-gang<K>`` with ``--gang``; the first run of
+each phase). Usage::
 
     python bench/extender_throughput.py [--nodes 1000] [--pods 3000] [--creators 4] [--runs 3]
         [--phases default fluence queue queue-only null null-queue] [--client-qps 5000]
+        [--gang 8]
     python bench/extender_throughput.py --quick      # 200 nodes, 600 pods
 """
 
@@ -73,6 +78,7 @@ sys.path.insert(0, str(ROOT))
 from bench.plots import new_figure, save_figure  # noqa: E402
 from fluence import names  # noqa: E402
 from testbed import ControlPlane  # noqa: E402
+from testbed.cluster import selected_release  # noqa: E402
 from testbed.processes import free_port  # noqa: E402
 from testbed.schedconfig import scheduler_config as fluence_scheduler_config  # noqa: E402
 
@@ -116,8 +122,9 @@ class Api:
         return httpx.Client(base_url=self.server, verify=self.tls, timeout=timeout)
 
 
-def pod_body(name: str, scheduler: str, gated: bool = False) -> dict[str, Any]:
-    """A small pod; ``gated``: behind the queue's scheduling gate, as the webhook makes it."""
+def pod_body(name: str, scheduler: str, gated: bool = False, group: str = "") -> dict[str, Any]:
+    """A small pod; ``gated``: behind the queue's scheduling gate, as the webhook makes it;
+    ``group``: a member of that PodGroup."""
     requests = {"cpu": "10m", "memory": "16Mi"}
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
@@ -131,6 +138,8 @@ def pod_body(name: str, scheduler: str, gated: bool = False) -> dict[str, Any]:
     }
     if gated:
         spec["schedulingGates"] = [{"name": names.QUEUE_GATE}]
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -189,24 +198,42 @@ def create_pods(
     creators: int,
     scheduler: str,
     gated: bool = False,
+    gang: int = 1,
 ) -> float:
-    """Create ``count`` pods from ``creators`` threads; returns the monotonic start time."""
-    names_q: queue.Queue[str] = queue.Queue()
-    for i in range(count):
-        names_q.put(f"{prefix}-{i:05d}")
+    """Create ``count`` pods from ``creators`` threads; returns the monotonic start time.
+
+    ``gang`` > 1: the pods come in PodGroups of that many, each group created (by one
+    creator) before its pods.
+    """
+    from bench.cluster_rules import podgroup  # cluster_rules builds on this module
+
+    units: queue.Queue[tuple[str, list[str]]] = queue.Queue()
+    for g in range(0, count, gang):
+        members = [f"{prefix}-{i:05d}" for i in range(g, min(g + gang, count))]
+        units.put((f"{prefix}-g{g // gang:05d}" if gang > 1 else "", members))
+    groups_path = (
+        f"/apis/scheduling.k8s.io/{selected_release().podgroup_version}"
+        f"/namespaces/{namespace}/podgroups"
+    )
     errors: list[str] = []
 
     def creator() -> None:
         with api.client() as c:
             while True:
                 try:
-                    name = names_q.get_nowait()
+                    group, members = units.get_nowait()
                 except queue.Empty:
                     return
-                body = pod_body(name, scheduler, gated)
-                r = c.post(f"/api/v1/namespaces/{namespace}/pods", json=body)
-                if r.status_code != 201:
-                    errors.append(f"{name}: {r.status_code} {r.text[:200]}")
+                if group:
+                    r = c.post(groups_path, json=podgroup(group, len(members)))
+                    if r.status_code != 201:
+                        errors.append(f"{group}: {r.status_code} {r.text[:200]}")
+                        continue
+                for name in members:
+                    body = pod_body(name, scheduler, gated, group)
+                    r = c.post(f"/api/v1/namespaces/{namespace}/pods", json=body)
+                    if r.status_code != 201:
+                        errors.append(f"{name}: {r.status_code} {r.text[:200]}")
 
     threads = [threading.Thread(target=creator, daemon=True) for _ in range(creators)]
     start = time.monotonic()
@@ -302,6 +329,7 @@ def run_phase(
     limit: float,
     processes: dict[str, int],
     gated: bool = False,
+    gang: int = 1,
 ) -> Phase:
     namespace = f"bench-{name}"
     cp.create_namespace(namespace)
@@ -319,7 +347,7 @@ def run_phase(
     phase = Phase(name, pods)
     cpu_before = {k: cpu_seconds(pid) for k, pid in processes.items()}
     requests_before = api_request_counts(api)
-    start = create_pods(api, namespace, name, pods, creators, scheduler, gated)
+    start = create_pods(api, namespace, name, pods, creators, scheduler, gated, gang)
     phase.created_s = time.monotonic() - start
     deadline = time.monotonic() + limit
     while True:
@@ -541,6 +569,8 @@ class Result:
     names: tuple[str, ...] = PHASES
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     """kube-scheduler's settings per phase (:func:`scheduler_settings`)."""
+    gang: int = 1
+    """Pods per PodGroup (1: single pods, no groups)."""
 
     def total(self, name: str) -> Phase:
         """One phase's runs as one: their pods, times, CPU and requests added up."""
@@ -577,6 +607,7 @@ class Result:
             "nodes": self.nodes,
             "pods_per_run": self.pods,
             "creators": self.creators,
+            "gang": self.gang,
             "runs": len(self.runs),
             "setup_s": round(self.setup_s, 1),
             "scheduler": self.settings,
@@ -618,6 +649,7 @@ def run_segment(
     client_qps: int,
     settings: dict[str, dict[str, Any]],
     log_dir: Path,
+    gang: int = 1,
 ) -> Phase:
     """One phase of one run: its scheduler (and extender) started, used, stopped; pods deleted.
 
@@ -647,6 +679,7 @@ def run_segment(
                     limit,
                     own,
                     gated=name == "null-queue",
+                    gang=gang,
                 )
             finally:
                 cp.stop_scheduler(sched)
@@ -675,6 +708,7 @@ def run_segment(
                     limit,
                     own,
                     gated=name in ("queue", "queue-only"),
+                    gang=gang,
                 )
                 if not null:
                     phase.extender_ms = extender_means(ext.url)
@@ -695,8 +729,10 @@ def run(
     phases: Sequence[str] = PHASES,
     client_qps: int = CLIENT_QPS,
     log_dir: Path = ROOT / "bench" / "out",
+    gang: int = 1,
 ) -> Result:
-    """Each run runs every phase once on ``n_pods`` pods, in an order rotated per run."""
+    """Each run runs every phase once on ``n_pods`` pods (in gangs of ``gang``), in an
+    order rotated per run."""
     t0 = time.monotonic()
     phases = tuple(phases)
     settings: dict[str, dict[str, Any]] = {}
@@ -710,12 +746,12 @@ def run(
             done.append(
                 {
                     n: run_segment(
-                        cp, api, n, i, n_pods, creators, limit, client_qps, settings, log_dir
+                        cp, api, n, i, n_pods, creators, limit, client_qps, settings, log_dir, gang
                     )
                     for n in order
                 }
             )
-        return Result(n_nodes, n_pods, creators, done, setup_s, phases, settings)
+        return Result(n_nodes, n_pods, creators, done, setup_s, phases, settings, gang)
 
 
 def draw(result: Result, out: Path) -> Path:
@@ -726,11 +762,16 @@ def draw(result: Result, out: Path) -> Path:
     ax.set_xlabel("seconds since the first pod was created")
     ax.set_ylabel("pods bound")
     qps = result.settings.get(result.names[0], {}).get("client_qps", "?")
+    pods = f"{result.pods} pods" + (f" in gangs of {result.gang}" if result.gang > 1 else "")
     ax.set_title(
-        f"kube-scheduler throughput, {result.nodes} nodes, {result.pods} pods "
-        f"(first run; client QPS {qps})"
+        f"kube-scheduler throughput, {result.nodes} nodes, {pods}\n(first run; client QPS {qps})"
     )
-    return save_figure(fig, ax, out / "extender_throughput.png")
+    return save_figure(fig, ax, out / f"{stem(result.gang)}.png")
+
+
+def stem(gang: int) -> str:
+    """The output files' name: single pods and gangs of each size apart."""
+    return "extender_throughput" + (f"-gang{gang}" if gang > 1 else "")
 
 
 def points(p: Phase) -> Iterator[float]:
@@ -758,6 +799,7 @@ def main() -> None:
         default=CLIENT_QPS,
         help="kube-scheduler's client QPS and burst (0: its defaults, 50 and 100)",
     )
+    parser.add_argument("--gang", type=int, default=1, help="pods per PodGroup (1: no groups)")
     parser.add_argument("--quick", action="store_true", help="200 nodes and 600 pods")
     parser.add_argument("--limit", type=float, default=900, help="seconds allowed per phase")
     parser.add_argument("--keep", type=Path, help="keep the control plane's work dir here")
@@ -767,6 +809,8 @@ def main() -> None:
         args.nodes, args.pods = 200, 600
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.gang < 1 or args.pods % args.gang:
+        parser.error("--gang must be at least 1 and divide --pods")
     args.out.mkdir(parents=True, exist_ok=True)
     phases = [p for p in PHASES if p in args.phases]
     result = run(
@@ -779,11 +823,12 @@ def main() -> None:
         phases,
         args.client_qps,
         args.out,
+        args.gang,
     )
     doc = result.doc()
     doc["png"] = str(draw(result, args.out))
     samples = {n: list(points(result.first(n))) for n in result.names}
-    (args.out / "extender_throughput.json").write_text(json.dumps({**doc, "bound_at_s": samples}))
+    (args.out / f"{stem(args.gang)}.json").write_text(json.dumps({**doc, "bound_at_s": samples}))
     print(json.dumps(doc, indent=2))
 
 
