@@ -40,8 +40,11 @@ JSON (each rule's runs, and per rule the median and range over them) and drawn i
 ``bench/out/topology-cluster.png`` (the first run): gangs placed, racks spanned per gang
 (mean, max, share at the ideal ``ceil(size / rack cpus)``), racks left wholly free,
 seconds from a gang's creation to its last bind (sum, and pods bound per second of it),
-kube-scheduler's refusals (``FailedScheduling`` Events: under ``queue``, of pods it released),
-and the time ratios paired run by run.
+those seconds by step (``steps_seconds``: creating the pods; for the queue rules, from the
+last create to the match that placed the gang and from that match to its last release
+written, read from the extender's log; then to the last bind seen, polled every
+``POLL_S``), kube-scheduler's refusals (``FailedScheduling`` Events: under ``queue``, of
+pods it released), and the time ratios paired run by run.
 
 Usage: python bench/topology_cluster.py [--racks 8] [--nodes 16] [--gangs 100] [--runs 3]
     [--rules native native-packed fluence queue queue-only null null-queue]
@@ -56,6 +59,7 @@ import math
 import random
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +111,48 @@ class Gangs:
         return {self.rack_of[p["spec"]["nodeName"]] for p in items if p["spec"].get("nodeName")}
 
 
+QUEUE_RULES = ("queue", "queue-only")
+"""The rules whose extender log times each gang's match and release."""
+
+
+def queue_times(log: Path) -> dict[str, tuple[float, float]]:
+    """Per gang (name), when the queue last matched it and wrote its last release (wall
+    clock, from the extender's log)."""
+    placed: dict[str, float] = {}
+    released: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        group = str(entry.get("group", "")).rpartition("/")[2]
+        if entry.get("msg") == "group placed":
+            placed[group] = entry["ts"]
+        elif entry.get("msg") == "pod released":
+            released[group] = max(released.get(group, 0.0), entry["ts"])
+    return {g: (placed[g], released[g]) for g in released if g in placed}
+
+
+def steps(
+    times: Mapping[str, tuple[float, float, float]],
+    queued: Mapping[str, tuple[float, float]] | None,
+) -> dict[str, float]:
+    """Seconds placing, summed over the gangs placed, by step: ``times`` is per gang its
+    first create, last create and last bind seen; ``queued`` (queue rules) its match and
+    last release."""
+    out = {"creating": 0.0, "to_match": 0.0, "match_to_released": 0.0, "to_bound": 0.0}
+    for gang, (first, last, bound) in times.items():
+        out["creating"] += last - first
+        if queued is not None and gang in queued:
+            matched, released = queued[gang]
+            out["to_match"] += matched - last
+            out["match_to_released"] += released - matched
+            out["to_bound"] += bound - released
+        else:
+            out["to_bound"] += bound - last
+    return {k: round(v, 2) for k, v in out.items()}
+
+
 def run_rule(
     rule: str,
     node_sets: list[NodeSet],
@@ -121,6 +167,7 @@ def run_rule(
     seconds = 0.0
     pods_placed = 0
     running: list[str] = []
+    times: dict[str, tuple[float, float, float]] = {}
     with rule_cluster(
         rule,
         node_sets,
@@ -133,8 +180,9 @@ def run_rule(
         driver = Gangs(cluster, rack_of)
         for g, (size, must) in enumerate(gangs):
             name = f"g{g:03d}"
-            started = time.monotonic()
+            started, first = time.monotonic(), time.time()
             driver.create(name, size, must)
+            last = time.time()
             deadline = started + args.wait
             while len(nodes := driver.nodes_of(name)) < size and time.monotonic() < deadline:
                 time.sleep(POLL_S)
@@ -143,6 +191,7 @@ def run_rule(
                 driver.delete(name)
                 continue
             seconds += time.monotonic() - started
+            times[name] = (first, last, time.time())
             placed += 1
             pods_placed += size
             racks = {rack_of[n] for n in nodes}
@@ -153,6 +202,8 @@ def run_rule(
                 driver.delete(running.pop(rng.randrange(len(running))))
         free = len(set(rack_of.values()) - driver.busy_racks())
         refused = cluster.refusals(NS)
+    log = OUT / f"extender-topology-{rule}.log"
+    queued = queue_times(log) if rule in QUEUE_RULES else None
     return {
         "rule": rule,
         "gangs_placed": placed,
@@ -162,6 +213,7 @@ def run_rule(
         "share_at_ideal_racks": round(ideal / placed, 3) if placed else 0,
         "racks_wholly_free": free,
         "placing_seconds": round(seconds, 1),
+        "steps_seconds": steps(times, queued),
         "pods_per_second": round(pods_placed / seconds, 1) if seconds else None,
         "scheduling_refusals": refused,
         "scheduler": cluster.settings,
@@ -238,6 +290,10 @@ def main() -> None:
                         "pods_per_second",
                         "scheduling_refusals",
                     )
+                },
+                "steps_seconds": {
+                    step: median_range([run[rule]["steps_seconds"][step] for run in runs])
+                    for step in runs[0][rule]["steps_seconds"]
                 },
                 "scheduler": runs[0][rule]["scheduler"],
             }
