@@ -225,12 +225,27 @@ class NodeRoom:
     def full(self) -> set[str]:
         return {n for n, limit in self.limits.items() if self.counts[n] >= limit}
 
-    def room_for(self, most: int) -> dict[str, int]:
-        """The nodes with room for fewer than ``most`` more pods, and that room."""
-        return {
+    def room_for(self, pods: Sequence[Pod]) -> dict[str, int]:
+        """The nodes whose pod limit leaves room for fewer of ``pods`` than they are and
+        than the node's free resources take (a limit that cannot bind deals nothing out),
+        and that room."""
+        short = {
             n: left
             for n, limit in self.limits.items()
-            if 0 < (left := limit - self.counts[n]) < most
+            if 0 < (left := limit - self.counts[n]) < len(pods)
+        }
+        free = self.free() if short else None
+        if not free:
+            return short
+        asks = [pod_requests(p) for p in pods]
+        least = {t: min(a.get(t, 0) for a in asks) for t in set().union(*asks)}
+        least = {t: q for t, q in least.items() if q > 0}
+        if not least:
+            return short
+        return {
+            n: left
+            for n, left in short.items()
+            if n not in free or min(free[n].get(t, 0) // q for t, q in least.items()) > left
         }
 
     def past(self, more: Counter[str]) -> set[str]:
@@ -250,7 +265,7 @@ class NodeRoom:
         if len(pods) > 1:
             # Members share the places left under each node's pod limit: a match packs
             # them, and a node with room for fewer would be refused after it.
-            for key, nodes in share(self.room_for(len(pods)), sorted(out)).items():
+            for key, nodes in share(self.room_for(pods), sorted(out)).items():
                 out[key] |= nodes
         if self.placed.repelling or any(_has_affinity(p) for p in pods):
             for key, nodes in self.placed.refusing(pods, self.labels()).items():

@@ -516,6 +516,25 @@ def test_a_gangs_members_share_out_the_room_left_under_nodes_pod_limits() -> Non
     assert sorted(on.values()) == [1, 1, 1, 1], on
 
 
+def test_a_pod_limit_the_nodes_cpu_reaches_first_deals_nothing_out(monkeypatch: Any) -> None:
+    """Nodes of 8 cpu that take 10 pods: a gang of 16 one-cpu pods is more than a node's
+    limit, but its cpu takes 8 of them at most, so the limit cannot bind and no member is
+    kept off a node (keeping them off would only narrow the match)."""
+    api, ledger, queue = pod_limited(3, 10)
+    excluded: list[dict[str, Any]] = []
+    place = queue.scheduler.place_group
+
+    def spy(ref: GroupRef, members: Any, to_place: Any, *rest: Any) -> Any:
+        excluded.append({k: set(v) for k, v in (rest[1] if len(rest) > 1 else {}).items()})
+        return place(ref, members, to_place, *rest)
+
+    monkeypatch.setattr(queue.scheduler, "place_group", spy)
+    for i in range(16):
+        api.put(gated(f"m{i}", cpu="1", labels=GANG, size=16))
+    assert len(round_trip(queue)) == 16
+    assert excluded and all(not nodes for nodes in excluded[0].values()), excluded[0]
+
+
 def test_release_after_end_counts_from_the_end_that_made_room(monkeypatch: Any) -> None:
     """A pod's end that leaves too little room starts nobody; the wait recorded for the
     group released later runs from the end that let it start."""
