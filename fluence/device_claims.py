@@ -28,6 +28,7 @@ gives some nodes.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
@@ -253,7 +254,7 @@ class DevicesByNode:
             got = self._allocate(claim, reach, taken, list(zip(constraints, chosen, strict=True)))
             if got is not None:
                 return got
-        if _combinations(values) > CONSTRAINED_VALUES:
+        if math.prod(len(v) for v in values) > CONSTRAINED_VALUES:
             return self._allocate(claim, reach, taken, [])  # too many: kube-scheduler's
         return None
 
@@ -418,13 +419,6 @@ def _values(reach: Iterable[_Entry], c: DeviceConstraint) -> list[AttributeValue
         if value is not None:
             out.setdefault(value, None)
     return list(out)
-
-
-def _combinations(values: Sequence[Sequence[AttributeValue]]) -> int:
-    total = 1
-    for v in values:
-        total *= len(v)
-    return total
 
 
 def _admits(selector: NodeSelector | None, node: Node) -> bool:
