@@ -156,6 +156,10 @@ class NodeRoom:
     _backing: dict[str, DeviceClass] | None = None
     _requests: dict[str, dict[str, Decimal]] = field(default_factory=dict)
     """Pod key -> :func:`unmodelled_requests`, summed once a round."""
+    _by_left: dict[int, set[str]] | None = None
+    """Places left under the pod limit (0: full) -> the nodes with so many, worked out the
+    first time a round asks and kept up by :meth:`take`: each group asks, and a deep queue
+    on a large cluster would otherwise walk every node's limit per group."""
 
     def nodes(self) -> Mapping[str, Node]:
         """The nodes, read once a round and only when affinity or spread is in play."""
@@ -222,18 +226,22 @@ class NodeRoom:
             self._labels = {n: node.metadata.labels for n, node in self.nodes().items()}
         return self._labels
 
+    def _left(self) -> dict[int, set[str]]:
+        if self._by_left is None:
+            self._by_left = {}
+            for n, limit in self.limits.items():
+                self._by_left.setdefault(max(limit - self.counts[n], 0), set()).add(n)
+        return self._by_left
+
     def full(self) -> set[str]:
-        return {n for n, limit in self.limits.items() if self.counts[n] >= limit}
+        return set(self._left().get(0, ()))
 
     def room_for(self, pods: Sequence[Pod]) -> dict[str, int]:
         """The nodes whose pod limit leaves room for fewer of ``pods`` than they are and
         than the node's free resources take (a limit that cannot bind deals nothing out),
         and that room."""
-        short = {
-            n: left
-            for n, limit in self.limits.items()
-            if 0 < (left := limit - self.counts[n]) < len(pods)
-        }
+        by_left = self._left()
+        short = {n: left for left, nodes in by_left.items() if 0 < left < len(pods) for n in nodes}
         free = self.free() if short else None
         if not free:
             return short
@@ -397,7 +405,14 @@ class NodeRoom:
 
     def take(self, placed: Mapping[str, Holding], pods: Mapping[str, Pod]) -> None:
         """A match is kept: the round's next groups see its pods, ports and labels."""
-        self.counts.update(h.node for h in placed.values() if h.node)
+        more = Counter(h.node for h in placed.values() if h.node)
+        if self._by_left is not None:
+            for n in more.keys() & self.limits.keys():
+                limit = self.limits[n]
+                self._by_left[max(limit - self.counts[n], 0)].discard(n)
+                after = max(limit - self.counts[n] - more[n], 0)
+                self._by_left.setdefault(after, set()).add(n)
+        self.counts.update(more)
         claiming: list[tuple[Pod, str]] = []
         for key, h in placed.items():
             pod = pods.get(key)
