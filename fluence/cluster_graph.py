@@ -195,6 +195,7 @@ class ClusterGraph:
         self._backends = layout.backends
         self.jgf = layout.jgf
         self._tainted: set[str] = set()
+        self._names: tuple[Any, list[str]] = ((), [])
         self._domain_cache: dict[str, tuple[Any, dict[str, list[str]]]] = {}
         """Per level: (the nodes' state it was built from, its domains)."""
         self._moves = getattr(self, "_moves", 0) + 1
@@ -340,6 +341,7 @@ class ClusterGraph:
             if any(n == name for n in self._job_nodes.values()):
                 nv.deleted = True
                 nv.down = True
+                self._moves += 1
                 self._g.set_status(nv.path, False)
                 return
             self._remove(name)
@@ -698,7 +700,13 @@ class ClusterGraph:
         return len(self._nodes)
 
     def node_names(self) -> list[str]:
-        return [n for n, v in self._nodes.items() if not v.deleted]
+        """The nodes not deleted (cached until a node is added, removed or deleted: a queue
+        round asks once a group)."""
+        with self.lock:
+            key = (id(self._nodes), len(self._nodes), self._moves)
+            if self._names[0] != key:
+                self._names = (key, [n for n, v in self._nodes.items() if not v.deleted])
+            return list(self._names[1])
 
     def nodes(self) -> dict[str, Node]:
         """The nodes as the API server last showed them (for the rules the graph does not hold)."""

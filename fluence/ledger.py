@@ -221,6 +221,7 @@ class Ledger:
         priority: int = 0,
         singly: bool = False,
         parts: Sequence[tuple[str, Sequence[str]]] = (),
+        settled: tuple[Sequence[str], Mapping[str, Collection[str]]] | None = None,
     ) -> PlaceResult:
         """Match ``pods`` of ``group`` as a whole and split the result into tentative holdings.
 
@@ -230,6 +231,8 @@ class Ledger:
         own key, inside the group's (a composite's children with a topology constraint).
         ``singly``: preemption may later take its pods one at a time.
         ``exclude_for``: nodes only some members may not use, by pod key.
+        ``settled``: the exclusions the pods' own node rules make, when the others are
+        only for now (:attr:`GroupRequest.settled`).
         The match leaves free what the groups ahead of this one have reserved; a
         group that does not fit waits in the queue, reserved when near its head.
         """
@@ -247,6 +250,7 @@ class Ledger:
             runtime if group_enforced(pods) else 0,
             exclude_for=dict(exclude_for or {}),
             node_names=self.graph.node_names,
+            settled=settled,
         )
         window = req.window
         planned = req.specs(runtime)
@@ -282,6 +286,8 @@ class Ledger:
                         h.singly = singly
                     if result.holdings:
                         self._version += 1
+                    if result.status == "unsatisfiable" and not parts:
+                        result = self._for_now(req, level, result)
                     if level and result.status == "busy":
                         # Its ways to be reserved, one per domain that could ever hold it:
                         # only a group that waits needs them (built for every domain).
@@ -300,6 +306,16 @@ class Ledger:
             )
 
     # ---- the queue ---------------------------------------------------------------------
+
+    def _for_now(self, req: GroupRequest, level: str, result: PlaceResult) -> PlaceResult:
+        """``result`` of a group that can never fit, unless only the nodes kept off for
+        now stand in its way: then it does not fit now, and keeps its place in the queue."""
+        lasting = req.settled_only()
+        if lasting is None or not self.topology.ever_fits(lasting, level):
+            return result
+        return PlaceResult(
+            "busy", f"group {req.group} does not fit now on the nodes that can take its pods now"
+        )
 
     @property
     def queue(self) -> GroupQueue:

@@ -386,7 +386,7 @@ class GatedQueue:
             return why
         by_key = {m.key: m for m in to_place}
         left_out = room.refusing(to_place)
-        clashed: set[str] = set()
+        clashed = room.full()
         for _ in range(MATCH_TRIES):
             res = self.scheduler.place_group(ref, members, to_place, clashed, left_out)
             if res.status != "allocated":

@@ -234,6 +234,7 @@ class NodeRoom:
         return self._by_left
 
     def full(self) -> set[str]:
+        """The nodes at their pod limit: none of the round's pods may go there."""
         return set(self._left().get(0, ()))
 
     def room_for(self, pods: Sequence[Pod]) -> dict[str, int]:
@@ -263,13 +264,12 @@ class NodeRoom:
         }
 
     def refusing(self, pods: Sequence[Pod]) -> dict[str, set[str]]:
-        """Per pod of ``pods``, the nodes that would refuse it: at their pod limit (or,
-        for a group, with room for fewer members than it has: dealt out), one of its
-        ports taken, ruled out by pod affinity with the pods placed, by its spread,
-        where one of its claims cannot have a volume, or where its volumes would go past
-        an attach limit."""
-        full = self.full()
-        out = {p.key: full | self.ports.refusing(p.host_ports) for p in pods}
+        """Per pod of ``pods``, the nodes beside those :meth:`full` that would refuse it:
+        for a group, those with room under their pod limit for fewer members than it has
+        (dealt out), one of its ports taken, ruled out by pod affinity with the pods
+        placed, by its spread, where one of its claims cannot have a volume, or where its
+        volumes would go past an attach limit."""
+        out = {p.key: self.ports.refusing(p.host_ports) for p in pods}
         if len(pods) > 1:
             # Members share the places left under each node's pod limit: a match packs
             # them, and a node with room for fewer would be refused after it.
@@ -279,7 +279,9 @@ class NodeRoom:
             for key, nodes in self.placed.refusing(pods, self.labels()).items():
                 out[key] |= nodes
             if any(p.anti_affinity_terms for p in pods):
-                dealt = apart(pods, self.labels(), out, self.placed.namespaces)
+                full = self.full()
+                refused = {k: nodes | full for k, nodes in out.items()}
+                dealt = apart(pods, self.labels(), refused, self.placed.namespaces)
                 for key, nodes in dealt.items():
                     out[key] |= nodes
         if any(hard_constraints(p) for p in pods):

@@ -285,11 +285,15 @@ class Scheduler:
         """Match ``to_place`` of group ``ref`` whole, on any node (the queue's path).
 
         ``also_exclude``: nodes none of them may use; ``exclude_for``: nodes some may not
-        (by pod key), beside those their own node rules rule out. A group that does not
-        fit waits in the ledger's queue, and starts preempting lower-priority groups
-        where it may; the message says so.
+        (by pod key), beside those their own node rules rule out; both only for now (the
+        queue's node room), so a group that fits without them does not fit now, not never.
+        A group that does not fit waits in the ledger's queue, and starts preempting
+        lower-priority groups where it may; the message says so.
         """
         each = self._excluded(to_place)
+        for_now = bool(also_exclude) or any((exclude_for or {}).values())
+        # The pods' own node rules, apart from the nodes kept off only for now.
+        settled = split_exclusions(each) if for_now else None
         for key, nodes in (exclude_for or {}).items():
             each.setdefault(key, set()).update(nodes)
         common, extra = split_exclusions(each)
@@ -303,6 +307,7 @@ class Scheduler:
                 priority=groups.group_priority(ref, members),
                 singly=ref.singly,
                 parts=_parts(ref, to_place),
+                settled=(sorted(settled[0]), settled[1]) if settled is not None else None,
             )
         except JobspecError as exc:
             return PlaceResult("unsatisfiable", str(exc))
@@ -347,16 +352,18 @@ class Scheduler:
         priority: int,
         singly: bool,
         parts: Sequence[tuple[str, Sequence[str]]],
+        settled: tuple[Sequence[str], Mapping[str, Collection[str]]] | None = None,
     ) -> PlaceResult:
         res = self.ledger.place(
             group,
             pods,
-            sorted(exclude),
+            list(exclude),  # the jobspec sorts what it names
             exclude_for=exclude_for,
             topology=topology,
             priority=priority,
             singly=singly,
             parts=parts,
+            settled=settled,
         )
         _match_seconds.record(res.match_seconds)
         trace.get_current_span().set_attribute("match_seconds", res.match_seconds)

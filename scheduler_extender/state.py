@@ -74,6 +74,11 @@ def snapshot(graph: ClusterGraph, ledger: Ledger, gated: Sequence[Waiting] = ())
 def queue_listing(ledger: Ledger, gated: Sequence[Waiting]) -> list[dict[str, Any]]:
     listing = ledger.waiting()
     matched = {w["group"] for w in listing}
+    reasons = {w.group: w.reason for w in gated}
+    for entry in listing:
+        # Not reserved: the queue's own reason says more (the nodes kept off for now).
+        if not entry["reserved"] and reasons.get(entry["group"]):
+            entry["note"] = reasons[entry["group"]]
     for w in gated:
         if w.group not in matched:
             listing.append(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from fluence.group_jobspec import GroupSpecs, Shape, group_jobspecs
 from fluence.pods import Pod, Split
@@ -17,6 +18,10 @@ from fluence.scheduling.holdings import Holding
 
 class LedgerError(RuntimeError):
     """A ledger operation cannot be done; the message says why."""
+
+
+NAMED_INSTEAD = 64
+"""Nodes kept off past which a jobspec may name the nodes left instead."""
 
 
 @dataclass(frozen=True)
@@ -40,23 +45,54 @@ class GroupRequest:
     exclude_for: Mapping[str, Collection[str]] = field(default_factory=dict)
     """Nodes some members may not use beyond ``exclude``, by pod key (their own node
     rules, volumes or pod affinity): only those members are kept off them."""
-    node_names: Callable[[], Collection[str]] = tuple
+    node_names: Callable[[], Sequence[str]] = tuple
     """The graph's nodes, read only when members spread per node must be matched in
-    rounds (more of them than nodes)."""
+    rounds (more of them than nodes), or when most nodes are kept off."""
+    settled: tuple[Sequence[str], Mapping[str, Collection[str]]] | None = None
+    """``exclude`` and ``exclude_for`` as the pods' own node rules alone make them, when
+    the rest are nodes kept off only for now (at their pod limit, their ports or devices
+    taken, pods placed there): the group can never fit only if it cannot on these."""
 
     def specs(self, duration: int, within: Sequence[str] = ()) -> GroupSpecs:
         """The group's jobspecs of ``duration`` seconds, ``within`` some nodes when given."""
+        exclude = self.exclude
+        if not within and len(exclude) >= NAMED_INSTEAD:
+            within, exclude = self._named_instead()
         return group_jobspecs(
             self.group,
             self.pods,
             self.known_types,
-            self.exclude,
+            exclude,
             split=self.split,
             within=within,
             duration=duration,
             exclude_for=self.exclude_for,
             spread_over=lambda: self.usable_nodes(within),
         )
+
+    def _named_instead(self) -> tuple[Sequence[str], Sequence[str]]:
+        """(within, exclude) for the same nodes: when most nodes are kept off, the few
+        left are named instead (the matcher reads a jobspec's host list whole, and a
+        queue on a nearly full cluster would send it thousands of names a group); when
+        none is left, one node both named and kept off admits none."""
+        nodes = self.node_names()
+        kept_off = self._kept_off
+        if len(kept_off) * 2 <= len(nodes):
+            return (), self.exclude
+        left = [n for n in nodes if n not in kept_off]
+        return (left, ()) if left else (nodes[:1], nodes[:1])
+
+    @cached_property
+    def _kept_off(self) -> frozenset[str]:
+        return frozenset(self.exclude)
+
+    def settled_only(self) -> GroupRequest | None:
+        """The same request kept off only the nodes its pods' own rules rule out (None
+        when no node is kept off only for now)."""
+        if self.settled is None:
+            return None
+        exclude, exclude_for = self.settled
+        return replace(self, exclude=tuple(exclude), exclude_for=exclude_for, settled=None)
 
     def usable_nodes(self, within: Sequence[str] = ()) -> int:
         """How many nodes the group may use (``within`` some, when given)."""

@@ -115,7 +115,7 @@ class Reservations:
         one that starts first.
         """
         self._reserved.append(w.group)
-        w.reservation, w.note = None, "never fits the cluster"
+        w.reservation, w.note = None, "not reserved: it fits none of the nodes open to it now"
         now = self.graph.now()
         for specs in w.options:
             got = self._reserve_one(specs, w)

@@ -9,7 +9,7 @@ this module owns only the choosing: it never holds, releases or queues anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -110,6 +110,15 @@ class DomainChoice:
             if any(capacity.get(t, 0) < n for t, n in need.items()):
                 continue  # this domain can never hold the group
             yield path, req.specs(duration, members)
+
+    def ever_fits(self, req: GroupRequest, level: str) -> bool:
+        """Would ``req`` fit the cluster with nothing held and every node up (in one
+        ``level`` domain, when given)?"""
+        if level:
+            ways: Iterable[GroupSpecs] = (s for _, s in self.domain_specs(req, level, req.window))
+        else:
+            ways = (req.specs(req.window),)
+        return any(all(self.graph.satisfiable(js) for js in s.jobspecs()) for s in ways)
 
     def packed(self, req: GroupRequest, specs: GroupSpecs) -> PlaceResult:
         """A gang without a topology constraint, in as few domains as the levels allow.

@@ -1120,6 +1120,33 @@ def test_a_waiting_pod_says_why_in_its_condition_and_in_the_queue(suite: Suite) 
         assert cond["reason"] == "Released" and suite.nodes[0] in cond["message"], cond
 
 
+def test_a_pod_waiting_only_for_a_nodes_pod_limit_keeps_its_place_in_the_queue(
+    suite: Suite,
+) -> None:
+    """The one node takes two pods and runs two: a third, which its cpu would take, waits
+    as a group that does not fit now (not one that can never fit, which would take it
+    out of the queue), listed in the queue with a position, and starts there once one of
+    the two is gone."""
+    (node,) = suite.add_nodes(1, cpu="4", extra={"pods": "2"})
+    for name in ("first", "second"):
+        gated_pod(suite, name, cpu="1")
+    assert suite.wait_bound("first", "second", timeout=60) == {"first": node, "second": node}
+    gated_pod(suite, "late", cpu="1")
+    cond = wait_for(
+        partial(condition_says, suite, "late", "does not fit now"),
+        60,
+        "the queue to write why the pod waits",
+        partial(suite.describe, "late"),
+    )
+    assert "can never fit" not in cond["message"], cond
+    assert "at their pod limit" in cond["message"], cond
+    assert waiting_groups(suite) == [f"{suite.ns}/late"], suite.stack.extender.state()["queue"]
+    assert held_back(suite, "late"), suite.describe("late")
+    suite.delete("first")
+    assert suite.wait_bound("late", timeout=60) == {"late": node}
+    assert_released_to(suite.get("late"), node)
+
+
 def test_members_taking_one_host_port_are_released_where_kube_scheduler_takes_them(
     suite: Suite,
 ) -> None:

@@ -498,6 +498,27 @@ def test_a_node_at_its_pod_limit_is_not_given_more_pods_than_it_takes() -> None:
     assert round_trip(queue) == []  # every node is at its limit
 
 
+def test_a_group_kept_off_every_node_for_now_waits_in_its_place() -> None:
+    """Both nodes are at their pod limit: a pod that fits their cpu waits as one that does
+    not fit now (never "can never fit", which takes a group out of the queue), keeps the
+    head of the queue, and is placed once a pod ends; a pod too big for any node still
+    can never fit."""
+    api, ledger, queue = pod_limited(2, 1)
+    for i in range(2):
+        ledger.observe(api.put(make_pod(f"d{i}", cpu="1", node=f"n{i}", phase="Running", raw=True)))
+    api.put(gated("small", cpu="1", created=1))
+    api.put(gated("huge", cpu="64", created=2))
+    assert round_trip(queue) == []
+    reasons = {w.group: w.reason for w in queue.waiting}
+    assert "does not fit now" in reasons["default/small"], reasons
+    assert "1st of 1 waiting groups" in reasons["default/small"], reasons
+    assert "at their pod limit" in reasons["default/small"], reasons
+    assert "can never fit" in reasons["default/huge"], reasons
+    finish(api, ledger, "default/d1")
+    assert round_trip(queue) == ["default/small"]
+    assert ledger.get("default/small").node == "n1"  # type: ignore[union-attr]
+
+
 def test_a_gangs_members_share_out_the_room_left_under_nodes_pod_limits() -> None:
     """Five nodes that take four pods each run three already. A gang of four fits any node
     by cpu, and a match packs it onto one node, where only one more pod fits: each node's

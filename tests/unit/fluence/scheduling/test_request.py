@@ -1,0 +1,70 @@
+"""A group's request: the nodes it is kept off, named either way, and kept off for good or
+only for now."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fluence import resources
+from fluence.cluster_graph import ClusterGraph
+from fluence.ledger import Ledger
+from fluence.pods import pod_requests, split_requests
+from fluence.scheduling.request import NAMED_INSTEAD, GroupRequest
+from tests.unit.fluence.scheduling.test_topology import RACK, racks
+from tests.unit.fluence.test_pods import make_node, make_pod
+
+EXAMPLES = resources.load("examples/resources.yaml")
+NODES = [f"n{i:03d}" for i in range(NAMED_INSTEAD * 2)]
+
+
+def request(exclude: list[str]) -> GroupRequest:
+    pod = make_pod("p", cpu="1")
+    split = {pod.key: split_requests(pod_requests(pod))}
+    return GroupRequest(
+        "default/p", (pod,), split, {"core"}, tuple(exclude), node_names=lambda: NODES
+    )
+
+
+def hostlists(spec: dict[str, Any]) -> list[Any]:
+    return spec["attributes"]["system"]["constraints"]["and"][1:]
+
+
+def test_most_nodes_kept_off_are_named_by_the_nodes_left() -> None:
+    """A jobspec names the few nodes left rather than thousands kept off; with none left it
+    admits none; with few kept off it names those."""
+    (spec,) = request(NODES[2:]).specs(0).jobspecs()
+    assert hostlists(spec) == [{"hostlist": NODES[:2]}]
+    (spec,) = request(NODES).specs(0).jobspecs()
+    assert hostlists(spec) == [{"hostlist": NODES[:1]}, {"not": [{"hostlist": NODES[:1]}]}]
+    few = NODES[:NAMED_INSTEAD]
+    (spec,) = request(few).specs(0).jobspecs()
+    assert hostlists(spec) == [{"not": [{"hostlist": few}]}]
+
+
+def test_the_match_keeps_to_the_nodes_left_either_way() -> None:
+    graph = ClusterGraph(EXAMPLES, [make_node(n, cpu="4") for n in NODES])
+    ledger = Ledger(graph)
+    res = ledger.place("default/a", [make_pod("a", cpu="1")], NODES[:-1])
+    assert res.status == "allocated" and res.holdings["default/a"].node == NODES[-1]
+    res = ledger.place("default/b", [make_pod("b", cpu="1")], NODES)
+    assert res.status == "unsatisfiable", res.message
+
+
+def test_a_group_kept_off_every_node_only_for_now_does_not_fit_now() -> None:
+    """Kept off every node, a group that its own node rules leave room for is told it does
+    not fit now and keeps its place in the queue; one too big for the cluster can never
+    fit; so with a rack to keep to."""
+    graph = ClusterGraph(EXAMPLES, racks(2, 2))
+    every = graph.node_names()
+    ledger = Ledger(graph)
+    pods = [make_pod(f"g{i}", cpu="1", group="g") for i in range(2)]
+    res = ledger.place("default/g", pods, every, settled=((), {}))
+    assert res.status == "busy" and "does not fit now" in res.message, res.message
+    assert "1st of 1 waiting groups" in res.message
+    res = ledger.place("default/r", pods, every, topology=RACK, settled=((), {}))
+    assert res.status == "busy", res.message
+    huge = [make_pod("h", cpu="64")]
+    res = ledger.place("default/h", huge, every, settled=((), {}))
+    assert res.status == "unsatisfiable" and "can never fit" in res.message
+    res = ledger.place("default/g", pods, every)  # nothing said to be for now: never
+    assert res.status == "unsatisfiable", res.message
