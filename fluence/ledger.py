@@ -288,7 +288,11 @@ class Ledger:
                         self._version += 1
                     if result.status == "unsatisfiable" and not parts:
                         result = self._for_now(req, level, result)
-                    if level and result.status == "busy":
+                        if result.status == "busy":
+                            # Kept off every node it could use for now: no start time can
+                            # be planned (and a search for one would try every end).
+                            waiting.options = ()
+                    elif level and result.status == "busy":
                         # Its ways to be reserved, one per domain that could ever hold it:
                         # only a group that waits needs them (built for every domain).
                         waiting.options = tuple(

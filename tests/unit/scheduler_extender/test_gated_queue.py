@@ -466,9 +466,9 @@ def test_waiting_pods_carry_the_reason_until_they_are_released() -> None:
     assert queue.tell() == 0
 
 
-def pod_limited(count: int, pods: int) -> tuple[Api, Ledger, GatedQueue]:
+def pod_limited(count: int, pods: int, api: Api | None = None) -> tuple[Api, Ledger, GatedQueue]:
     """A queue over ``count`` nodes of 8 cpu that take ``pods`` pods each."""
-    api = Api()
+    api = api if api is not None else Api()
     nodes = []
     for i in range(count):
         raw = make_node(f"n{i}", cpu="8", raw=True)

@@ -60,7 +60,7 @@ def test_a_group_kept_off_every_node_only_for_now_does_not_fit_now() -> None:
     pods = [make_pod(f"g{i}", cpu="1", group="g") for i in range(2)]
     res = ledger.place("default/g", pods, every, settled=((), {}))
     assert res.status == "busy" and "does not fit now" in res.message, res.message
-    assert "1st of 1 waiting groups" in res.message
+    assert "1st of 1 waiting groups, not reserved" in res.message, res.message
     res = ledger.place("default/r", pods, every, topology=RACK, settled=((), {}))
     assert res.status == "busy", res.message
     huge = [make_pod("h", cpu="64")]
