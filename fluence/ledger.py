@@ -167,11 +167,15 @@ class Ledger:
         self.lock.release()
         return self.graph.busy()
 
-    def annotations(self, h: Holding) -> dict[str, str]:
-        """What the Binding of ``h``'s pod writes: backend, attributes, the sealed record."""
+    def annotations(self, h: Holding, *, naming_others: bool = True) -> dict[str, str]:
+        """What the Binding of ``h``'s pod writes: backend, attributes, the sealed record.
+
+        ``naming_others``: the record names the group's other members not bound yet and
+        their nodes, so a restarted ledger holds them again from this pod alone.
+        """
         # Pods of no group (other schedulers' pods) have no members to name.
         pending = []
-        if h.group:
+        if h.group and naming_others:
             with self.lock:
                 pending = [
                     PendingMember(o.pod, o.uid, o.node, dict(o.amounts))

@@ -129,6 +129,8 @@ class Release:
     group: str
     node: str
     ops: list[PatchOp]
+    first: bool = True
+    """Its record names the group's other members released with it: written before them."""
 
 
 @dataclass(frozen=True)
@@ -341,14 +343,18 @@ class GatedQueue:
                 ledger.release(m.key, str(exc))
             return str(exc)
         finalizers = [names.FINALIZER_QRMI_RELEASE] if acquired else []
-        for m, held in due:
+        for i, (m, held) in enumerate(due):
             ledger.touch(m.key)
-            annotations = ledger.annotations(held)
+            # Each released pod's record holds its own place; the first also names the
+            # others', and is written before them: a leader that dies between the writes
+            # leaves a successor all it needs, and records do not grow with the gang's
+            # size squared.
+            annotations = ledger.annotations(held, naming_others=i == 0)
             for resource, token in acquired:
                 assert self.acquisitions is not None
                 annotations.update(self.acquisitions.annotations(m, resource, token))
             ops = release_ops(m, held.node, annotations, finalizers)
-            out.append(Release(m.key, m.metadata.uid, ref.key, held.node, ops))
+            out.append(Release(m.key, m.metadata.uid, ref.key, held.node, ops, first=i == 0))
         return ""
 
     def _acquire(
@@ -512,7 +518,10 @@ class GatedQueue:
                 self._sent[r.pod] = r.uid
                 self._sent_to[r.pod] = r.node
                 self._placed.put(r.pod, r.node, self._gated.get(r.pod))
-        await asyncio.gather(*(self._write(r) for r in releases))
+        by_group: dict[str, list[Release]] = {}
+        for r in releases:
+            by_group.setdefault(r.group, []).append(r)
+        await asyncio.gather(*(self._write_group(rs) for rs in by_group.values()))
         if releases:
             freed, self._freed_at = self._freed_at, None
             if freed is not None:
@@ -522,6 +531,13 @@ class GatedQueue:
             self._freed_at = None
         if self.conditions is not None and any(r.pod in self._told for r in releases):
             await asyncio.to_thread(self._untell, releases)
+
+    async def _write_group(self, releases: list[Release]) -> None:
+        """The release naming the others first, then the rest side by side."""
+        first = [r for r in releases if r.first]
+        for r in first:
+            await self._write(r)
+        await asyncio.gather(*(self._write(r) for r in releases if not r.first))
 
     async def _write(self, r: Release) -> None:
         namespace, _, name = r.pod.partition("/")

@@ -256,6 +256,40 @@ def test_a_released_pod_not_yet_bound_is_held_again_after_a_restart() -> None:
     assert round_trip(queue2) == []  # the node is the released pod's
 
 
+def test_a_gang_whose_leader_died_between_its_release_writes_goes_where_it_was_matched() -> None:
+    """The first release of a gang names the others and their nodes, and is written before
+    them (the others' records hold their own place alone, so records do not grow with the
+    gang's size squared). A leader that wrote only the first leaves its successor holding
+    the rest where they were matched; they are released there."""
+    api, queue, ledger = cluster(nodes=3)
+    for i in range(3):
+        api.put(gated(f"m{i}", cpu="3", labels=GANG, size=3))
+    releases = queue.plan()
+    first, *rest = releases
+    assert first.first and not any(r.first for r in rest)
+    for r in rest:
+        api.refuse.add(r.pod)  # the leader dies before these are written
+    asyncio.run(queue.write(releases))
+    matched = {r.pod: r.node for r in releases}
+    records = [record_of(api, r.pod) for r in releases]
+    assert [len(r["pending"]) for r in records if r] == [2]
+    api.refuse.clear()
+    _, queue2, ledger2 = cluster(nodes=3, api=api)
+    for key, node in matched.items():
+        held = ledger2.get(key)
+        assert held is not None and held.node == node, (key, held)
+    assert sorted(round_trip(queue2)) == sorted(r.pod for r in rest)
+    assert {k: bind(api, ledger2, k) for k in matched} == matched
+    pending = {k: len((record_of(api, k) or {}).get("pending", [])) for k in matched}
+    # One record a batch of releases names the others (here two batches: m0, then the rest).
+    assert sorted(pending.values()) == [0, 2, 2], pending
+
+
+def record_of(api: Api, key: str) -> dict[str, Any] | None:
+    text = api.docs[key]["metadata"].get("annotations", {}).get(names.ANNOTATION_ALLOCATION)
+    return json.loads(text) if text else None
+
+
 def test_a_released_pod_is_written_once_while_the_watch_lags() -> None:
     api, queue, _ = cluster()
     api.put(gated("solo"))
