@@ -31,6 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.extender_throughput import median_range  # noqa: E402
 from bench.plots import new_figure, save_figure  # noqa: E402
 from fluence import names  # noqa: E402
 from fluence.pods import Pod  # noqa: E402
@@ -124,14 +125,6 @@ def one_run(nodes: int, waiting: int, gang: int, fill: str, rounds: int) -> dict
     }
 
 
-def spread(values: list[float], digits: int = 3) -> dict[str, float]:
-    return {
-        "median": round(statistics.median(values), digits),
-        "min": round(min(values), digits),
-        "max": round(max(values), digits),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
@@ -153,11 +146,13 @@ def main() -> None:
                 {
                     "fill": fill,
                     "waiting": waiting,
-                    "round_s": spread(rounds),
-                    "ms_per_group": spread([s * 1000 / waiting for s in rounds], 2),
-                    "matcher_s": spread([r["matcher_s"] for r in runs]),
+                    "round_s": median_range(rounds),
+                    "ms_per_group": median_range([s * 1000 / waiting for s in rounds], 2),
+                    "matcher_s": median_range([r["matcher_s"] for r in runs]),
                     "matches_per_group": round(runs[0]["matches"] / waiting, 2),
-                    "round_over_matcher": spread([r["round_s"] / r["matcher_s"] for r in runs], 2),
+                    "round_over_matcher": median_range(
+                        [r["round_s"] / r["matcher_s"] for r in runs], 2
+                    ),
                     "reason": runs[0]["reason"],
                 }
             )
