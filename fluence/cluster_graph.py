@@ -69,6 +69,7 @@ from fluence.resources import ResourcesConfig
 from fluxion_nb import Graph
 from fluxion_nb.errors import InputError, NotFoundError, StateError
 from fluxion_nb.graph import Allocation, MatchOp
+from fluxion_nb.jobspec import to_json
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ PROBE_JOBS = 1 << 61
 store gives. The first is a what-if reservation's (:data:`WHAT_IF_JOB`), the next ones
 the matches of :meth:`ClusterGraph.fits_now`."""
 WHAT_IF_JOB = PROBE_JOBS
+SATISFIABLE_KEPT = 1024
+"""Answers of the empty copy kept (distinct jobspecs asked since the nodes last changed)."""
 DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/rack")
 """Node label keys that become graph levels, outermost first."""
 
@@ -211,11 +214,14 @@ class ClusterGraph:
             self._index_taints(nodes[name])
         layout.add_virtual_resources()
         self._empty: Graph | None = None
+        self._fits_empty: tuple[Graph | None, dict[str, bool]] = (None, {})
+        """The empty copy and, per jobspec text, whether it fits there."""
         self._g = Graph(
             jgf_text(self.jgf),
             policy=self.policy,
             partial_pools=set(PARTIAL_POOLS),
             keep_canceled=False,
+            remember_failures=True,
         )
         for nv in self._nodes.values():
             if nv.down:
@@ -600,13 +606,27 @@ class ClusterGraph:
             return replace(alloc, status=status)
 
     def satisfiable(self, jobspec: Mapping[str, Any]) -> bool:
-        """Would the request fit the cluster with nothing held and every node up?"""
+        """Would the request fit the cluster with nothing held and every node up?
+
+        The answer holds until the nodes change (a new empty copy): a queue asks it of
+        many alike groups each round."""
         with self.lock:
             if self._empty is None:
                 self._empty = self._empty_copy()
-            probe = self._empty.match(dict(jobspec), "allocate", jobid=1)
+            copy, answers = self._fits_empty
+            if copy is not self._empty:
+                answers = {}
+                self._fits_empty = (self._empty, answers)
+            text = to_json(jobspec)
+            known = answers.get(text)
+            if known is not None:
+                return known
+            probe = self._empty.match(text, "allocate", jobid=1)
             if probe.ok:
                 self._empty.cancel(1, missing_ok=True)
+            if len(answers) >= SATISFIABLE_KEPT:
+                answers.clear()
+            answers[text] = probe.ok
             return probe.ok
 
     def _empty_copy(self) -> Graph:

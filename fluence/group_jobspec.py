@@ -83,6 +83,11 @@ def _constraints(
     return base if len(parts) == 1 else {"and": parts}
 
 
+GROUP_TASK = "pod-group"
+"""The command of a group's task. The matcher does not read it, and naming no group keeps
+the jobspecs of alike groups the same text: the text a failed match is remembered by."""
+
+
 def _jobspec(
     slot_count: int,
     label: str,
@@ -115,7 +120,7 @@ def with_duration(jobspec: Mapping[str, Any], duration: int) -> dict[str, Any]:
 def compute_jobspec(
     shape: Shape,
     count: int,
-    group: str,
+    command: str,
     exclude: Sequence[str] = (),
     within: Sequence[str] = (),
     duration: int = 0,
@@ -125,7 +130,7 @@ def compute_jobspec(
     ``per_node``: each on a node of its own."""
     with_ = [{"type": t, "count": n} for t, n in shape]
     constraints = _constraints([names.PROPERTY_VIRTUAL_FALSE], exclude, within)
-    return _jobspec(count, COMPUTE_LABEL, with_, constraints, group, duration, per_node)
+    return _jobspec(count, COMPUTE_LABEL, with_, constraints, command, duration, per_node)
 
 
 def require_properties(pods: Iterable[Pod]) -> list[str]:
@@ -139,11 +144,16 @@ def require_properties(pods: Iterable[Pod]) -> list[str]:
 
 
 def device_jobspec(
-    rtype: str, count: int, group: str, require: Sequence[str] = (), duration: int = 0
+    rtype: str, count: int, command: str, require: Sequence[str] = (), duration: int = 0
 ) -> dict[str, Any]:
     props = [names.PROPERTY_VIRTUAL_TRUE, names.PROPERTY_CLASS_PREFIX + rtype, *require]
     return _jobspec(
-        1, DEVICE_LABEL, [{"type": "node", "count": count}], {"properties": props}, group, duration
+        1,
+        DEVICE_LABEL,
+        [{"type": "node", "count": count}],
+        {"properties": props},
+        command,
+        duration,
     )
 
 
@@ -229,7 +239,7 @@ def group_jobspecs(
             compute_jobspec(
                 shape,
                 n,
-                group,
+                GROUP_TASK,
                 sorted(set(exclude) | extra) if extra else exclude,
                 within,
                 duration,
@@ -240,7 +250,7 @@ def group_jobspecs(
         for shape, n, keys, extra, per_node in by_weight
     )
     device_specs = tuple(
-        DeviceSpec(t, n, device_jobspec(t, n, group, require, duration))
+        DeviceSpec(t, n, device_jobspec(t, n, GROUP_TASK, require, duration))
         for t, n in sorted(devices.items())
     )
     return GroupSpecs(compute_specs, device_specs)

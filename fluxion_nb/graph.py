@@ -21,6 +21,12 @@ MatchOp = Literal[
     "without_allocating",
     "without_allocating_future",
 ]
+_CHANGING: frozenset[str] = frozenset(
+    ("allocate", "allocate_orelse_reserve", "allocate_with_satisfiability")
+)
+"""The operations that hold what they match when they succeed."""
+REMEMBERED_FAILURES = 1024
+"""Failed matches a graph that remembers them keeps between two changes of its state."""
 MatchFormat = Literal["simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched"]
 # "flexible" also accepts sibling slots (or-slots) and xor_slot alternatives.
 TraverserKind = Literal["simple", "flexible"]
@@ -152,6 +158,12 @@ def _sum_by_node(vertices: Iterable[AllocatedVertex]) -> dict[str, dict[str, int
     return out
 
 
+def _with_jobid(a: Allocation, jobid: int | None) -> Allocation:
+    copy = object.__new__(Allocation)
+    copy.__dict__.update(a.__dict__, jobid=a.jobid if jobid is None else jobid)
+    return copy
+
+
 def _allocation(m: Any, r: Any) -> Allocation:
     # Every match ends here: filling the instance's dict directly spares the
     # frozen dataclass __init__ (one object.__setattr__ per field, about a
@@ -187,13 +199,19 @@ class Graph:
         traverser: TraverserKind = "simple",
         subsystems: str = "CA",
         keep_canceled: bool = True,
+        remember_failures: bool = False,
     ) -> None:
         """``subsystems`` is resource-query's ``-S`` name (``CA``, ``PA``, ``C+PA``, ...):
         the first subsystem named is the tree matching walks.
 
         ``keep_canceled``: as resource-query, a cancelled job's record stays for
         ``info`` and ``jobs()``; a service that schedules a job per pod passes
-        False so that a cancelled job is forgotten and nothing accumulates."""
+        False so that a cancelled job is forgotten and nothing accumulates.
+
+        ``remember_failures``: a match that failed is answered again from memory
+        while nothing has changed the graph (same jobspec, operation, format and
+        time): a queue trying many alike groups on a full cluster walks it once.
+        The answer is the one the matcher gave, its ``overhead`` included."""
         # Text (str, or UTF-8 bytes) is read by the core in place, without a copy.
         text = jgf if isinstance(jgf, (str, bytes)) else json.dumps(jgf)
         if isinstance(text, bytes) and not text.isascii():
@@ -210,6 +228,11 @@ class Graph:
         self._m = _core.Matcher(
             text, policy, prune_filters, match_format, pools, traverser, subsystems, keep_canceled
         )
+        self._remember = remember_failures
+        self._changes = 0
+        """Bumped after every call that may change what a match finds."""
+        self._failed: dict[tuple[str, str, str, int], tuple[int, Allocation]] = {}
+        """(jobspec, op, format, now) -> (changes then, the failed match)."""
 
     @classmethod
     def from_jgf(cls, jgf: str | bytes | Mapping[str, Any], **kwargs: Any) -> Graph:
@@ -243,7 +266,36 @@ class Graph:
         A job that can start at ``now`` is ``allocated``; ``allocate_orelse_reserve``
         makes one that can only start later ``reserved`` at its earliest start.
         """
-        return _allocation(self._m, self._m.match(to_json(jobspec), op, jobid, format or "", now))
+        text = to_json(jobspec)
+        if not self._remember:
+            return self._changed_by(
+                op, _allocation(self._m, self._m.match(text, op, jobid, format or "", now))
+            )
+        key = (text, op, format or "", now)
+        changes = self._changes
+        known = self._failed.get(key)
+        if known is not None and known[0] == changes:
+            failed = known[1]
+            return failed if failed.jobid == jobid else _with_jobid(failed, jobid)
+        result = _allocation(self._m, self._m.match(text, op, jobid, format or "", now))
+        if result.ok:
+            return self._changed_by(op, result)
+        if len(self._failed) >= REMEMBERED_FAILURES:
+            self._failed = {}
+        # Kept with the count seen before the match: a change made meanwhile (another
+        # thread) leaves it stale, never wrong.
+        self._failed[key] = (changes, result)
+        return result
+
+    def _changed_by(self, op: str, result: Allocation) -> Allocation:
+        if result.ok and op in _CHANGING:
+            self._changed()
+        return result
+
+    def _changed(self) -> None:
+        self._changes += 1
+        if self._failed:
+            self._failed = {}
 
     def satisfiable(self, jobspec: JobspecLike) -> bool:
         """Could this jobspec ever fit on the graph (all resources free)?"""
@@ -269,9 +321,12 @@ class Graph:
         is "reserved" when it starts after ``now`` or ``reserve`` books it as a
         reservation (which the vertices then record as one), else "allocated".
         """
-        return _allocation(
-            self._m, self._m.update_allocate(jobid, R, at, duration, reserve, "", reader, now)
-        )
+        try:
+            return _allocation(
+                self._m, self._m.update_allocate(jobid, R, at, duration, reserve, "", reader, now)
+            )
+        finally:
+            self._changed()
 
     def hold(self, jobid: int, holdings: Mapping[str, int], *, at: int = 0, duration: int) -> None:
         """Hold ``amount`` units of each vertex path in ``holdings`` as job ``jobid``.
@@ -280,15 +335,24 @@ class Graph:
         exclusively) and their ancestors, without writing or parsing any R: for a
         caller that already knows what a job holds. StateError when they are not free.
         """
-        self._m.hold(jobid, list(holdings.items()), at, duration)
+        try:
+            self._m.hold(jobid, list(holdings.items()), at, duration)
+        finally:
+            self._changed()
 
     def cancel(self, jobid: int, *, missing_ok: bool = False) -> bool:
         """Release a job; returns False only when it did not exist and missing_ok is set."""
-        return bool(self._m.cancel(jobid, missing_ok))
+        try:
+            return bool(self._m.cancel(jobid, missing_ok))
+        finally:
+            self._changed()
 
     def partial_cancel(self, jobid: int, paths: Iterable[str]) -> bool:
         """Release the part of a job under the given vertex paths; True once nothing is left."""
-        return bool(self._m.partial_cancel(jobid, list(paths)))
+        try:
+            return bool(self._m.partial_cancel(jobid, list(paths)))
+        finally:
+            self._changed()
 
     def info(self, jobid: int) -> Any:
         return self._m.info(jobid)
@@ -315,20 +379,29 @@ class Graph:
         return str(self._m.find(criteria, format or ""))
 
     def set_status(self, path: str, up: bool) -> None:
-        self._m.set_status(path, up)
+        try:
+            self._m.set_status(path, up)
+        finally:
+            self._changed()
 
     def get_status(self, path: str) -> bool:
         return bool(self._m.get_status(path))
 
     def set_property(self, path: str, key: str, value: str = "") -> None:
-        self._m.set_property(path, key, value)
+        try:
+            self._m.set_property(path, key, value)
+        finally:
+            self._changed()
 
     def get_property(self, path: str) -> dict[str, str]:
         return dict(self._m.get_property(path))
 
     def attach(self, jgf: str | Mapping[str, Any]) -> None:
         """Grow the graph with a JGF subgraph whose top vertex hangs under an existing one."""
-        self._m.attach(jgf if isinstance(jgf, str) else json.dumps(jgf))
+        try:
+            self._m.attach(jgf if isinstance(jgf, str) else json.dumps(jgf))
+        finally:
+            self._changed()
 
     def remove(self, path: str) -> None:
         """Shrink the graph: drop the subtree at path.
@@ -336,4 +409,7 @@ class Graph:
         Jobs running there keep the rest of their allocation; a reservation
         on the subtree must be cancelled first (StateError).
         """
-        self._m.remove(path)
+        try:
+            self._m.remove(path)
+        finally:
+            self._changed()

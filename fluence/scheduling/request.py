@@ -57,7 +57,7 @@ class GroupRequest:
         """The group's jobspecs of ``duration`` seconds, ``within`` some nodes when given."""
         exclude = self.exclude
         if not within and len(exclude) >= NAMED_INSTEAD:
-            within, exclude = self._named_instead()
+            within, exclude = self._named_instead
         return group_jobspecs(
             self.group,
             self.pods,
@@ -70,6 +70,7 @@ class GroupRequest:
             spread_over=lambda: self.usable_nodes(within),
         )
 
+    @cached_property
     def _named_instead(self) -> tuple[Sequence[str], Sequence[str]]:
         """(within, exclude) for the same nodes: when most nodes are kept off, the few
         left are named instead (the matcher reads a jobspec's host list whole, and a

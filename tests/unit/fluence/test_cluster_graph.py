@@ -106,6 +106,22 @@ def test_busy_is_told_apart_from_never_fits_while_jobs_are_held() -> None:
     )
 
 
+def test_what_can_never_fit_is_asked_again_once_nodes_change() -> None:
+    g = ClusterGraph(EXAMPLES, [make_node("n1", cpu="2")])
+    wide = compute_jobspec((("core", 2000),), 2, "default/w")
+    assert [g.allocate(wide, j).status for j in (2, 3)] == ["unsatisfiable"] * 2
+    g.upsert_node(make_node("n2", cpu="2"))
+    assert g.allocate(wide, 4).status == "allocated"
+    g.release(4)
+    g.hold_compute(5, "n2", {"core": 1000})
+    assert g.allocate(wide, 6).status == "busy"
+    g.release(5)
+    g.delete_node("n2")
+    assert g.allocate(wide, 7).status == "unsatisfiable"
+    g.reset_nodes([make_node("n1", cpu="2"), make_node("n3", cpu="2")])
+    assert g.allocate(wide, 8).status == "allocated"
+
+
 def test_removed_node_with_pods_is_dropped_once_they_end() -> None:
     g = ClusterGraph(EXAMPLES, [make_node("n1"), make_node("n2")])
     g.hold_compute(1, "n1", {"core": 500})

@@ -31,7 +31,7 @@ def test_homogeneous_group_is_one_slot_shape_counted_per_pod() -> None:
             }
         ],
         "attributes": {"system": {"constraints": {"properties": ["virtual=false"]}, "duration": 0}},
-        "tasks": [{"command": ["default/training"], "slot": "default", "count": {"per_slot": 1}}],
+        "tasks": [{"command": ["pod-group"], "slot": "default", "count": {"per_slot": 1}}],
     }
 
 

@@ -394,3 +394,64 @@ def test_a_request_without_duration_made_later_is_held_for_the_rest_of_the_span(
     late = g.match(slot_jobspec(1, 1000, 1000, duration=0), jobid=1, now=500)
     assert (late.status, late.at) == ("allocated", 500)
     assert g.match(slot_jobspec(1, 1000, 1000, duration=0), "without_allocating", now=900).ok
+
+
+def _fits_after(change: str) -> tuple[str, str]:
+    """(status before, status after ``change``) of one request on a graph that remembers
+    failed matches: the change lets it fit."""
+    g = Graph(
+        pooled_cluster(nodes=2, cpus_milli=4000, memory_mib=4096),
+        partial_pools=True,
+        remember_failures=True,
+    )
+    two = slot_jobspec(2, 4000, 1024)  # one whole node each
+    if change in ("cancel", "partial_cancel"):
+        assert g.match(slot_jobspec(1, 4000, 1024), jobid=1).ok
+    elif change == "set_status":
+        g.set_status("/cluster/worker1", False)
+    elif change == "set_property":
+        two = {**two, "attributes": {"system": {"constraints": {"properties": ["fast"]}}}}
+        g.set_property("/cluster/worker0", "fast")
+    elif change == "attach":
+        g.remove("/cluster/worker1")
+    first = g.match(two, jobid=7)
+    again = g.match(two, jobid=8)
+    # Answered from memory (the same timing), nothing having changed, under its own id.
+    assert (again.status, again.overhead, again.jobid) == (first.status, first.overhead, 8)
+    before = first.status
+    if change == "cancel":
+        g.cancel(1)
+    elif change == "partial_cancel":
+        g.partial_cancel(1, ["/cluster/worker0", "/cluster/worker1"])
+    elif change == "set_status":
+        g.set_status("/cluster/worker1", True)
+    elif change == "set_property":
+        g.set_property("/cluster/worker1", "fast")
+    elif change == "attach":
+        node = pooled_cluster(nodes=2, cpus_milli=4000, memory_mib=4096)["graph"]
+        keep = {
+            v["id"] for v in node["nodes"] if "worker1" not in v["metadata"]["paths"]["containment"]
+        }
+        vertices = [
+            v for v in node["nodes"] if v["id"] not in keep or v["metadata"]["type"] == "cluster"
+        ]
+        ids = {v["id"] for v in vertices}
+        edges = [e for e in node["edges"] if e["source"] in ids and e["target"] in ids]
+        g.attach(json.dumps({"graph": {"nodes": vertices, "edges": edges}}))
+    return before, g.match(two, jobid=9).status
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("cancel", ("busy", "allocated")),
+        ("partial_cancel", ("busy", "allocated")),
+        ("set_status", ("busy", "allocated")),
+        ("set_property", ("busy", "allocated")),
+        ("attach", ("busy", "allocated")),
+    ],
+)
+def test_a_failed_match_is_remembered_only_until_the_graph_changes(
+    change: str, expected: tuple[str, str]
+) -> None:
+    assert _fits_after(change) == expected
