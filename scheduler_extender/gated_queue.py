@@ -28,6 +28,7 @@ timeouts so far ride on the queue's Lease (:mod:`scheduler_extender.gang_timeout
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime
 import logging
@@ -213,6 +214,8 @@ class GatedQueue:
         self._sent_to: dict[str, str] = {}
         """The nodes of ``_sent``: such pods count as placed there before the watch shows
         the release (the next round must not give their ports, spread or devices away)."""
+        self._written: set[str] = set()
+        """Groups a release of which was written since the last round's writes ended."""
         self._wake: Callable[[], object] = lambda: None
         if acquisitions is not None:
             acquisitions.wake = lambda: self.poke()  # a QRMI call ended: go on with its result
@@ -265,8 +268,11 @@ class GatedQueue:
 
     # ---- one round ---------------------------------------------------------------------
 
-    def plan(self) -> list[Release]:
-        """Place what fits now, in queue order; the releases to write."""
+    def plan(self, emit: Callable[[list[Release]], object] | None = None) -> list[Release]:
+        """Place what fits now, in queue order; the releases to write.
+
+        ``emit``: called with each group's releases as soon as it is placed, so that its
+        writes start while the round goes on through the groups behind it."""
         self._freed_before_plan = self._freed_at
         with self._lock:
             gated = [p for p in self._gated.values() if p.key not in self._sent]
@@ -304,7 +310,10 @@ class GatedQueue:
             elif now < until:
                 reason = f"gang timeout {count}: placed again in {until - now:.0f}s"
             else:
+                placed = len(releases)
                 reason = self._place(ref, members, room, releases)
+                if emit is not None and len(releases) > placed:
+                    emit(releases[placed:])
             if reason:
                 waiting.append(Waiting(ref.key, len(members), reason, gated_keys))
         self.waiting = waiting
@@ -513,6 +522,11 @@ class GatedQueue:
 
     async def write(self, releases: Sequence[Release]) -> None:
         """Write the releases side by side (the writer bounds the connections)."""
+        await self._send(releases)
+        await self._sent_all(releases)
+
+    async def _send(self, releases: Sequence[Release]) -> None:
+        """Write some of a round's releases: those of one group, or all of them."""
         with self._lock:
             for r in releases:
                 self._sent[r.pod] = r.uid
@@ -526,9 +540,18 @@ class GatedQueue:
             freed, self._freed_at = self._freed_at, None
             if freed is not None:
                 _after_end.record(self.clock() - freed)
-        elif self._freed_at == self._freed_before_plan:
+
+    async def _sent_all(self, releases: Sequence[Release]) -> None:
+        """After a round's writes: the QRMI acquisitions the written pods carry are theirs,
+        and the released pods told of waiting are told they are released."""
+        if not releases and self._freed_at == self._freed_before_plan:
             # The room freed so far started nobody: a later release is not its wait.
             self._freed_at = None
+        written, self._written = self._written, set()
+        if self.acquisitions is not None:
+            # Not from the writes themselves: the round's thread may be acquiring meanwhile.
+            for group in written:
+                self.acquisitions.written(group)
         if self.conditions is not None and any(r.pod in self._told for r in releases):
             await asyncio.to_thread(self._untell, releases)
 
@@ -556,8 +579,7 @@ class GatedQueue:
             self.poke()
             return
         _released.add(1)
-        if self.acquisitions is not None:
-            self.acquisitions.written(r.group)
+        self._written.add(r.group)
         self._pinned_since.setdefault(r.group, self.clock())
         log.info("pod released", extra={"pod": r.pod, "node": r.node, "group": r.group})
 
@@ -591,8 +613,16 @@ class GatedQueue:
         """One round of the leader: evict overdue groups, place and release what fits, let
         QRMI acquisitions go, tell the waiting groups why."""
         await asyncio.to_thread(self.overdue)
-        releases = await asyncio.to_thread(self.plan)
-        await self.write(releases)
+        loop = asyncio.get_running_loop()
+        sending: list[concurrent.futures.Future[None]] = []
+
+        def emit(placed: list[Release]) -> None:
+            # From the round's thread: the loop writes them while the round goes on.
+            sending.append(asyncio.run_coroutine_threadsafe(self._send(placed), loop))
+
+        releases = await asyncio.to_thread(self.plan, emit)
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in sending))
+        await self._sent_all(releases)
         await self.let_go()
         await asyncio.to_thread(self.tell)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -619,6 +620,37 @@ def test_release_after_end_counts_from_the_end_that_made_room(monkeypatch: Any) 
     asyncio.run(queue.round())
     assert api.writes[2:] == ["default/b"]
     assert recorded == [0.25]
+
+
+def test_a_placed_group_is_written_while_the_round_places_the_groups_behind_it(
+    monkeypatch: Any,
+) -> None:
+    """A long round (a deep queue on a large cluster) does not hold back the releases of
+    the groups it has placed already: the first starts before the round reaches the next."""
+    api, queue, _ = cluster(nodes=2)
+    api.put(gated("a", cpu="1"))
+    api.put(gated("b", cpu="1", created=5))
+    first_written = threading.Event()
+    write = api.release
+
+    async def release(namespace: str, name: str, ops: Sequence[dict[str, Any]]) -> None:
+        await write(namespace, name, ops)
+        if name == "a":
+            first_written.set()
+
+    monkeypatch.setattr(api, "release", release)
+    place_group = queue.scheduler.place_group
+    seen: list[bool] = []
+
+    def place(ref: GroupRef, members: Sequence[Pod], *args: Any, **kwargs: Any) -> Any:
+        if members[0].metadata.name == "b":
+            seen.append(first_written.wait(5))
+        return place_group(ref, members, *args, **kwargs)
+
+    monkeypatch.setattr(queue.scheduler, "place_group", place)
+    asyncio.run(queue.round())
+    assert seen == [True]
+    assert api.writes == ["default/a", "default/b"]
 
 
 def test_a_gang_that_forms_and_starts_within_the_grace_writes_no_condition() -> None:
