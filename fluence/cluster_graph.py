@@ -810,8 +810,16 @@ class ClusterGraph:
 
     def free_units(self) -> dict[str, dict[str, int]]:
         """Per node: per type, the units free now (neither held nor kept for a waiting
-        group)."""
-        return {n: {t: u["free"] for t, u in per.items()} for n, per in self.node_usage().items()}
+        group); a new map each call, the caller's to change."""
+        with self.lock:
+            used, kept = self._used_now()
+            return {
+                name: {
+                    t: p.size - used.get(p.path, 0) - kept.get(p.path, 0)
+                    for t, p in nv.pools.items()
+                }
+                for name, nv in self._nodes.items()
+            }
 
     def backend_usage(self) -> dict[str, bool]:
         """Per backend name: is it held by a pod?"""
