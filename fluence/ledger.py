@@ -290,8 +290,8 @@ class Ledger:
                         h.singly = singly
                     if result.holdings:
                         self._version += 1
-                    if result.status == "unsatisfiable" and not parts:
-                        result = self._for_now(req, level, result)
+                    if result.status == "unsatisfiable":
+                        result = self._for_now(req, level, parts, result)
                         if result.status == "busy":
                             # Kept off every node it could use for now: no start time can
                             # be planned (and a search for one would try every end).
@@ -315,11 +315,23 @@ class Ledger:
 
     # ---- the queue ---------------------------------------------------------------------
 
-    def _for_now(self, req: GroupRequest, level: str, result: PlaceResult) -> PlaceResult:
+    def _for_now(
+        self,
+        req: GroupRequest,
+        level: str,
+        parts: Sequence[tuple[str, Sequence[str]]],
+        result: PlaceResult,
+    ) -> PlaceResult:
         """``result`` of a group that can never fit, unless only the nodes kept off for
         now stand in its way: then it does not fit now, and keeps its place in the queue."""
         lasting = req.settled_only()
-        if lasting is None or not self.topology.ever_fits(lasting, level):
+        if lasting is None:
+            return result
+        if parts:
+            ever = self.topology.parts_ever_fit(lasting, level, parts)
+        else:
+            ever = self.topology.ever_fits(lasting, level)
+        if not ever:
             return result
         return PlaceResult(
             "busy", f"group {req.group} does not fit now on the nodes that can take its pods now"

@@ -267,58 +267,40 @@ class DomainChoice:
         fewest free slots that still hold it, its room then counted as used; the
         pods of no part may go anywhere in the outer domain.
         """
-        outer = self.graph.domains(level) if level else {"": list(self.graph.node_names())}
-        by_key = {p.key: p for p in req.pods}
-        inner = [
-            (self.graph.level_of(key), [by_key[k] for k in keys if k in by_key])
-            for key, keys in parts
-        ]
-        inner.sort(key=lambda part: -len(part[1]))
-        in_parts = {p.key for _, members in inner for p in members}
-        rest = [p for p in req.pods if p.key not in in_parts]
+        inner, rest = self._inner(req, parts)
         usage = self.graph.node_usage()
         excluded = set(req.exclude)
         devices = req.specs(req.window).devices
         could = False
-        for nodes in outer.values():
+        for nodes in self._outer(level).values():
             allowed = {n for n in nodes if n not in excluded and n in usage}
+            if not self._could_hold(inner, allowed, usage, req):
+                continue
+            could = True
             chosen: list[tuple[list[str], list[Pod]]] = []
             used: dict[str, int] = {}
-            fits_now = ever_all = True
             for child_level, members in inner:
-                if not members:
-                    continue
                 largest = largest_shape(members, req.split)
                 best: tuple[int, str, list[str]] | None = None
-                ever = False
                 for dpath, dnodes in self.graph.domains(child_level).items():
                     mine = [n for n in dnodes if n in allowed]
-                    if not mine:
-                        continue
-                    ever |= slots(mine, largest, usage, "capacity") >= len(members)
                     room = slots(mine, largest, usage, "free") - used.get(dpath, 0)
-                    if room >= len(members) and (best is None or room < best[0]):
+                    if mine and room >= len(members) and (best is None or room < best[0]):
                         best = (room, dpath, mine)
-                if not ever:
-                    ever_all = False
-                    break
                 if best is None:
-                    fits_now = False
-                    continue
+                    break
                 used[best[1]] = used.get(best[1], 0) + len(members)
                 chosen.append((best[2], members))
-            could |= ever_all
-            if not (fits_now and ever_all):
-                continue
-            compute: list[ComputeSpec] = []
-            for within, members in chosen:
-                compute.extend(self._named_specs(req.narrowed(members), within))
-            if rest:
-                within = sorted(allowed) if level else []
-                compute.extend(self._named_specs(req.narrowed(rest), within))
-            result = self._attempt(req, GroupSpecs(tuple(compute), devices))
-            if result.status == "allocated":
-                return result
+            else:
+                compute: list[ComputeSpec] = []
+                for within, members in chosen:
+                    compute.extend(self._named_specs(req.narrowed(members), within))
+                if rest:
+                    within = sorted(allowed) if level else []
+                    compute.extend(self._named_specs(req.narrowed(rest), within))
+                result = self._attempt(req, GroupSpecs(tuple(compute), devices))
+                if result.status == "allocated":
+                    return result
         what = f"one {level}" if level else "the cluster"
         if could:
             return PlaceResult(
@@ -331,6 +313,58 @@ class DomainChoice:
             f"group {req.group} can never fit: {what} has no domains that can hold each of "
             "its parts",
         )
+
+    def parts_ever_fit(
+        self, req: GroupRequest, level: str, parts: Sequence[tuple[str, Sequence[str]]]
+    ) -> bool:
+        """Would each of ``parts`` have a domain of its key to hold it, inside one ``level``
+        domain, on the nodes ``req`` may use with nothing held (as :meth:`parts` decides
+        that a group can never fit)?"""
+        inner, _ = self._inner(req, parts)
+        usage = self.graph.node_usage()
+        excluded = set(req.exclude)
+        return any(
+            self._could_hold(
+                inner, {n for n in nodes if n not in excluded and n in usage}, usage, req
+            )
+            for nodes in self._outer(level).values()
+        )
+
+    def _outer(self, level: str) -> dict[str, list[str]]:
+        return self.graph.domains(level) if level else {"": list(self.graph.node_names())}
+
+    def _inner(
+        self, req: GroupRequest, parts: Sequence[tuple[str, Sequence[str]]]
+    ) -> tuple[list[tuple[str, list[Pod]]], list[Pod]]:
+        """(the level and the pods of each part with pods, largest first; the pods of none)."""
+        by_key = {p.key: p for p in req.pods}
+        inner = [
+            (self.graph.level_of(key), [by_key[k] for k in keys if k in by_key])
+            for key, keys in parts
+        ]
+        inner = [(level, members) for level, members in inner if members]
+        inner.sort(key=lambda part: -len(part[1]))
+        in_parts = {p.key for _, members in inner for p in members}
+        return inner, [p for p in req.pods if p.key not in in_parts]
+
+    def _could_hold(
+        self,
+        inner: list[tuple[str, list[Pod]]],
+        allowed: set[str],
+        usage: Mapping[str, Mapping[str, Mapping[str, int]]],
+        req: GroupRequest,
+    ) -> bool:
+        """Has each part a domain of its level whose ``allowed`` nodes hold it, nothing
+        held?"""
+        for child_level, members in inner:
+            largest = largest_shape(members, req.split)
+            if not any(
+                slots([n for n in dnodes if n in allowed], largest, usage, "capacity")
+                >= len(members)
+                for dnodes in self.graph.domains(child_level).values()
+            ):
+                return False
+        return True
 
     @staticmethod
     def _named_specs(req: GroupRequest, within: Sequence[str]) -> list[ComputeSpec]:

@@ -68,3 +68,28 @@ def test_a_group_kept_off_every_node_only_for_now_does_not_fit_now() -> None:
     assert res.status == "unsatisfiable" and "can never fit" in res.message
     res = ledger.place("default/g", pods, every)  # nothing said to be for now: never
     assert res.status == "unsatisfiable", res.message
+
+
+def test_a_composite_kept_off_every_node_only_for_now_does_not_fit_now() -> None:
+    """A composite whose parts each need a rack of their own waits in its place when only
+    nodes kept off for now stand in its way; a part no rack can hold can never fit."""
+    graph = ClusterGraph(EXAMPLES, racks(2, 2))
+    every = graph.node_names()
+    ledger = Ledger(graph)
+    a = [make_pod(f"a{i}", cpu="1", group="a") for i in range(2)]
+    b = [make_pod(f"b{i}", cpu="1", group="b") for i in range(2)]
+    parts = [(RACK, [p.key for p in a]), (RACK, [p.key for p in b])]
+    res = ledger.place("default/composite:c", a + b, every, parts=parts, settled=((), {}))
+    assert res.status == "busy" and "does not fit now" in res.message, res.message
+    assert "1st of 1 waiting groups, not reserved" in res.message, res.message
+    res = ledger.place("default/composite:c", a + b, every, parts=parts)
+    assert res.status == "unsatisfiable", res.message  # nothing said to be for now: never
+    huge = [make_pod(f"h{i}", cpu="4", group="h") for i in range(3)]  # more than a rack
+    res = ledger.place(
+        "default/composite:h", huge, every, parts=[(RACK, [p.key for p in huge])], settled=((), {})
+    )
+    assert res.status == "unsatisfiable" and "can never fit" in res.message, res.message
+    res = ledger.place("default/composite:c", a + b, parts=parts)  # nothing kept off: placed
+    assert res.status == "allocated", res.message
+    rack_of = {k: h.node[:2] for k, h in res.holdings.items()}
+    assert len({rack_of[p.key] for p in a}) == len({rack_of[p.key] for p in b}) == 1
