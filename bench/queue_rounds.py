@@ -201,22 +201,14 @@ def main() -> None:
         mine = [p for p in points if p["fill"] == fill]
         xs = [p["waiting"] for p in mine]
         (line,) = ax.plot(xs, [p["round_s"]["median"] for p in mine], "o-", label=f"{fill}: round")
-        ax.plot(
-            xs,
-            [p["matcher_s"]["median"] for p in mine],
-            "x--",
-            color=line.get_color(),
-            label=f"{fill}: Fluxion's matches in it",
-        )
-        ax.plot(
-            xs,
-            [p["first_release_s"]["median"] for p in mine],
-            "s:",
-            color=line.get_color(),
-            label=f"{fill}: round start to first release",
-        )
+        for key, style, what in (
+            ("matcher_s", "x--", "matcher calls in it"),
+            ("first_release_s", "s:", "round start to first release"),
+        ):
+            ys = [p[key]["median"] for p in mine]
+            ax.plot(xs, ys, style, color=line.get_color(), label=f"{fill}: {what}")
     ax.set_xlabel("groups waiting")
-    ax.set_ylabel("seconds per round")
+    ax.set_ylabel("seconds")
     ax.set_title(f"Queue rounds on {args.nodes} full nodes, groups of {args.gang}")
     doc["plot"] = str(save_figure(fig, ax, args.out / "queue_rounds.png"))
     print(json.dumps(doc, indent=2))
