@@ -52,7 +52,7 @@ from fluence.scheduling.record import (
     process_seal,
 )
 from fluence.scheduling.recovery import Recovery
-from fluence.scheduling.request import GroupRequest, LedgerError, PlaceResult
+from fluence.scheduling.request import Exclusions, GroupRequest, LedgerError, PlaceResult
 from fluence.scheduling.reservations import Reservations
 from fluence.scheduling.topology import PACK, SPREADS, DomainChoice
 from fluxion_nb.errors import NotFoundError, StateError
@@ -225,7 +225,7 @@ class Ledger:
         priority: int = 0,
         singly: bool = False,
         parts: Sequence[tuple[str, Sequence[str]]] = (),
-        settled: tuple[Sequence[str], Mapping[str, Collection[str]]] | None = None,
+        settled: Exclusions | None = None,
     ) -> PlaceResult:
         """Match ``pods`` of ``group`` as a whole and split the result into tentative holdings.
 

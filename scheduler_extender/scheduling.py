@@ -23,7 +23,7 @@ from fluence.group_jobspec import JobspecError
 from fluence.ledger import Ledger
 from fluence.pods import Pod, PodGroup
 from fluence.scheduling.holdings import TENTATIVE
-from fluence.scheduling.request import LedgerError, PlaceResult
+from fluence.scheduling.request import Exclusions, LedgerError, PlaceResult
 
 if TYPE_CHECKING:
     from scheduler_extender.eviction import Evictor
@@ -307,7 +307,7 @@ class Scheduler:
                 priority=groups.group_priority(ref, members),
                 singly=ref.singly,
                 parts=_parts(ref, to_place),
-                settled=(sorted(settled[0]), settled[1]) if settled is not None else None,
+                settled=Exclusions(sorted(settled[0]), settled[1]) if settled else None,
             )
         except JobspecError as exc:
             return PlaceResult("unsatisfiable", str(exc))
@@ -352,7 +352,7 @@ class Scheduler:
         priority: int,
         singly: bool,
         parts: Sequence[tuple[str, Sequence[str]]],
-        settled: tuple[Sequence[str], Mapping[str, Collection[str]]] | None = None,
+        settled: Exclusions | None = None,
     ) -> PlaceResult:
         res = self.ledger.place(
             group,

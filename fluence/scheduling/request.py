@@ -25,6 +25,14 @@ NAMED_INSTEAD = 64
 
 
 @dataclass(frozen=True)
+class Exclusions:
+    """Nodes a group's pods may not use: those none of them may, and more by pod key."""
+
+    common: Sequence[str] = ()
+    per_pod: Mapping[str, Collection[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class GroupRequest:
     """A group to place: its pods, the nodes it may not use, and how long it holds them."""
 
@@ -48,7 +56,7 @@ class GroupRequest:
     node_names: Callable[[], Sequence[str]] = tuple
     """The graph's nodes, read only when members spread per node must be matched in
     rounds (more of them than nodes), or when most nodes are kept off."""
-    settled: tuple[Sequence[str], Mapping[str, Collection[str]]] | None = None
+    settled: Exclusions | None = None
     """``exclude`` and ``exclude_for`` as the pods' own node rules alone make them, when
     the rest are nodes kept off only for now (at their pod limit, their ports or devices
     taken, pods placed there): the group can never fit only if it cannot on these."""
@@ -92,8 +100,10 @@ class GroupRequest:
         when no node is kept off only for now)."""
         if self.settled is None:
             return None
-        exclude, exclude_for = self.settled
-        return replace(self, exclude=tuple(exclude), exclude_for=exclude_for, settled=None)
+        lasting = self.settled
+        return replace(
+            self, exclude=tuple(lasting.common), exclude_for=lasting.per_pod, settled=None
+        )
 
     def usable_nodes(self, within: Sequence[str] = ()) -> int:
         """How many nodes the group may use (``within`` some, when given)."""

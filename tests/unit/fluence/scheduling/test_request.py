@@ -9,7 +9,7 @@ from fluence import resources
 from fluence.cluster_graph import ClusterGraph
 from fluence.ledger import Ledger
 from fluence.pods import pod_requests, split_requests
-from fluence.scheduling.request import NAMED_INSTEAD, GroupRequest
+from fluence.scheduling.request import NAMED_INSTEAD, Exclusions, GroupRequest
 from tests.unit.fluence.scheduling.test_topology import RACK, racks
 from tests.unit.fluence.test_pods import make_node, make_pod
 
@@ -58,13 +58,13 @@ def test_a_group_kept_off_every_node_only_for_now_does_not_fit_now() -> None:
     every = graph.node_names()
     ledger = Ledger(graph)
     pods = [make_pod(f"g{i}", cpu="1", group="g") for i in range(2)]
-    res = ledger.place("default/g", pods, every, settled=((), {}))
+    res = ledger.place("default/g", pods, every, settled=Exclusions())
     assert res.status == "busy" and "does not fit now" in res.message, res.message
     assert "1st of 1 waiting groups, not reserved" in res.message, res.message
-    res = ledger.place("default/r", pods, every, topology=RACK, settled=((), {}))
+    res = ledger.place("default/r", pods, every, topology=RACK, settled=Exclusions())
     assert res.status == "busy", res.message
     huge = [make_pod("h", cpu="64")]
-    res = ledger.place("default/h", huge, every, settled=((), {}))
+    res = ledger.place("default/h", huge, every, settled=Exclusions())
     assert res.status == "unsatisfiable" and "can never fit" in res.message
     res = ledger.place("default/g", pods, every)  # nothing said to be for now: never
     assert res.status == "unsatisfiable", res.message
@@ -79,14 +79,18 @@ def test_a_composite_kept_off_every_node_only_for_now_does_not_fit_now() -> None
     a = [make_pod(f"a{i}", cpu="1", group="a") for i in range(2)]
     b = [make_pod(f"b{i}", cpu="1", group="b") for i in range(2)]
     parts = [(RACK, [p.key for p in a]), (RACK, [p.key for p in b])]
-    res = ledger.place("default/composite:c", a + b, every, parts=parts, settled=((), {}))
+    res = ledger.place("default/composite:c", a + b, every, parts=parts, settled=Exclusions())
     assert res.status == "busy" and "does not fit now" in res.message, res.message
     assert "1st of 1 waiting groups, not reserved" in res.message, res.message
     res = ledger.place("default/composite:c", a + b, every, parts=parts)
     assert res.status == "unsatisfiable", res.message  # nothing said to be for now: never
     huge = [make_pod(f"h{i}", cpu="4", group="h") for i in range(3)]  # more than a rack
     res = ledger.place(
-        "default/composite:h", huge, every, parts=[(RACK, [p.key for p in huge])], settled=((), {})
+        "default/composite:h",
+        huge,
+        every,
+        parts=[(RACK, [p.key for p in huge])],
+        settled=Exclusions(),
     )
     assert res.status == "unsatisfiable" and "can never fit" in res.message, res.message
     res = ledger.place("default/composite:c", a + b, parts=parts)  # nothing kept off: placed
