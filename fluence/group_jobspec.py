@@ -72,7 +72,7 @@ def shape_of(pod: Pod) -> Shape:
 
 
 def _constraints(
-    props: Sequence[str], exclude: Sequence[str], within: Sequence[str] = ()
+    props: Sequence[str], exclude: Collection[str], within: Sequence[str] = ()
 ) -> dict[str, Any]:
     base: dict[str, Any] = {"properties": list(props)}
     parts: list[dict[str, Any]] = [base]
@@ -121,7 +121,7 @@ def compute_jobspec(
     shape: Shape,
     count: int,
     command: str,
-    exclude: Sequence[str] = (),
+    exclude: Collection[str] = (),
     within: Sequence[str] = (),
     duration: int = 0,
     per_node: bool = False,
@@ -161,7 +161,7 @@ def group_jobspecs(
     group: str,
     pods: Sequence[Pod],
     known_types: Iterable[str],
-    exclude: Sequence[str] = (),
+    exclude: Collection[str] = (),
     *,
     split: Mapping[str, Split] | None = None,
     within: Sequence[str] = (),

@@ -218,7 +218,7 @@ class Ledger:
         self,
         group: str,
         pods: Sequence[Pod],
-        exclude: Sequence[str] = (),
+        exclude: Collection[str] = (),
         *,
         exclude_for: Mapping[str, Collection[str]] | None = None,
         topology: str = "",
@@ -247,7 +247,7 @@ class Ledger:
             tuple(pods),
             {p.key: split_requests(pod_requests(p)) for p in pods},
             self.graph.known_types(),
-            tuple(exclude),
+            frozenset(exclude),  # a frozen set shared by many groups is not copied
             runtime,
             # What a match now must leave free of reservations: the runtime when the kubelet
             # enforces it, else everything from now on (an estimate plans, never backfills).

@@ -406,10 +406,11 @@ class GatedQueue:
             res = self.scheduler.place_group(ref, members, to_place, clashed, left_out)
             if res.status != "allocated":
                 why = res.message or res.status
-                unused = clashed.union(*left_out.values())
+                # Counted without copying the nodes at their pod limit (thousands, maybe).
+                unused = len(clashed) + len(set[str]().union(*left_out.values()) - clashed)
                 if unused:
                     why += (
-                        f" (not counting {len(unused)} node(s) at their pod limit, where its "
+                        f" (not counting {unused} node(s) at their pod limit, where its "
                         "host ports are taken or its other requests do not fit, or that pod "
                         "affinity, its spread, its volumes or its devices rule out for some of "
                         "its pods)"

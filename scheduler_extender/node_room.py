@@ -160,6 +160,8 @@ class NodeRoom:
     """Places left under the pod limit (0: full) -> the nodes with so many, worked out the
     first time a round asks and kept up by :meth:`take`: each group asks, and a deep queue
     on a large cluster would otherwise walk every node's limit per group."""
+    _full: frozenset[str] | None = None
+    """The nodes with no place left (:meth:`full`), until a match fills another."""
 
     def nodes(self) -> Mapping[str, Node]:
         """The nodes, read once a round and only when affinity or spread is in play."""
@@ -233,9 +235,13 @@ class NodeRoom:
                 self._by_left.setdefault(max(limit - self.counts[n], 0), set()).add(n)
         return self._by_left
 
-    def full(self) -> set[str]:
-        """The nodes at their pod limit: none of the round's pods may go there."""
-        return set(self._left().get(0, ()))
+    def full(self) -> frozenset[str]:
+        """The nodes at their pod limit: none of the round's pods may go there. One set
+        until a match fills a node, so that the groups of a round share it, and what is
+        worked out from it, rather than each copying thousands of names."""
+        if self._full is None:
+            self._full = frozenset(self._left().get(0, ()))
+        return self._full
 
     def room_for(self, pods: Sequence[Pod]) -> dict[str, int]:
         """The nodes whose pod limit leaves room for fewer of ``pods`` than they are and
@@ -414,6 +420,8 @@ class NodeRoom:
                 self._by_left[max(limit - self.counts[n], 0)].discard(n)
                 after = max(limit - self.counts[n] - more[n], 0)
                 self._by_left.setdefault(after, set()).add(n)
+                if after == 0:
+                    self._full = None
         self.counts.update(more)
         claiming: list[tuple[Pod, str]] = []
         for key, h in placed.items():

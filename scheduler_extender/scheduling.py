@@ -301,7 +301,9 @@ class Scheduler:
             res = self._match(
                 ref.key,
                 to_place,
-                common | set(also_exclude),
+                # The queue's exclusions as they are when the pods' own rules add none: the
+                # groups of a round share them (nodes at their pod limit, maybe thousands).
+                common | set(also_exclude) if common else also_exclude,
                 exclude_for=extra,
                 topology=ref.topology,
                 priority=groups.group_priority(ref, members),
@@ -345,7 +347,7 @@ class Scheduler:
         self,
         group: str,
         pods: Sequence[Pod],
-        exclude: set[str],
+        exclude: Collection[str],
         *,
         exclude_for: Mapping[str, Collection[str]] | None = None,
         topology: str,
@@ -357,7 +359,7 @@ class Scheduler:
         res = self.ledger.place(
             group,
             pods,
-            list(exclude),  # the jobspec sorts what it names
+            exclude,  # the jobspec sorts what it names
             exclude_for=exclude_for,
             topology=topology,
             priority=priority,

@@ -24,6 +24,14 @@ NAMED_INSTEAD = 64
 """Nodes kept off past which a jobspec may name the nodes left instead."""
 
 
+class _LastNamed:
+    """The nodes kept off, the graph's nodes and the nodes left, as the last request named
+    them: the groups of a queue's round share one set of nodes kept off (those at their
+    pod limit), and each would otherwise walk every node for the same answer."""
+
+    entry: tuple[frozenset[str], Sequence[str], tuple[Sequence[str], Sequence[str]]] | None = None
+
+
 @dataclass(frozen=True)
 class Exclusions:
     """Nodes a group's pods may not use: those none of them may, and more by pod key."""
@@ -42,7 +50,7 @@ class GroupRequest:
     """Each pod's (node resources, device resources), by pod key."""
     known_types: Collection[str]
     """The graph's resource types: a jobspec names only these."""
-    exclude: Sequence[str] = ()
+    exclude: Collection[str] = ()
     runtime: int = 0
     """Seconds each pod is expected to hold what it gets (0: until released)."""
     window: int = 0
@@ -87,9 +95,14 @@ class GroupRequest:
         nodes = self.node_names()
         kept_off = self._kept_off
         if len(kept_off) * 2 <= len(nodes):
-            return (), self.exclude
+            return (), tuple(self.exclude)
+        last = _LastNamed.entry
+        if last is not None and last[0] is kept_off and last[1] is nodes:
+            return last[2]
         left = [n for n in nodes if n not in kept_off]
-        return (left, ()) if left else (nodes[:1], nodes[:1])
+        named = (left, ()) if left else (nodes[:1], nodes[:1])
+        _LastNamed.entry = (kept_off, nodes, named)
+        return named
 
     @cached_property
     def _kept_off(self) -> frozenset[str]:

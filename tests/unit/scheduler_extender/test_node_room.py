@@ -25,6 +25,7 @@ def test_places_taken_in_a_round_fill_nodes_and_shrink_their_room() -> None:
     taken = {"a0": held("a0", "n1"), "a1": held("a1", "n2"), "a2": held("a2", "n2")}
     room.take(taken, {})
     assert room.full() == {"n0"}
+    assert room.full() is room.full()  # one set the round's groups share, not a copy each
     assert room.room_for(PODS) == {"n1": 1, "n2": 1}
     room.take({"b0": held("b0", "n1")}, {})
     assert room.full() == {"n0", "n1"}

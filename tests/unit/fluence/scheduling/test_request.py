@@ -3,6 +3,7 @@ only for now."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from fluence import resources
@@ -17,12 +18,10 @@ EXAMPLES = resources.load("examples/resources.yaml")
 NODES = [f"n{i:03d}" for i in range(NAMED_INSTEAD * 2)]
 
 
-def request(exclude: list[str]) -> GroupRequest:
+def request(exclude: Collection[str], nodes: list[str] = NODES) -> GroupRequest:
     pod = make_pod("p", cpu="1")
     split = {pod.key: split_requests(pod_requests(pod))}
-    return GroupRequest(
-        "default/p", (pod,), split, {"core"}, tuple(exclude), node_names=lambda: NODES
-    )
+    return GroupRequest("default/p", (pod,), split, {"core"}, exclude, node_names=lambda: nodes)
 
 
 def hostlists(spec: dict[str, Any]) -> list[Any]:
@@ -39,6 +38,18 @@ def test_most_nodes_kept_off_are_named_by_the_nodes_left() -> None:
     few = NODES[:NAMED_INSTEAD]
     (spec,) = request(few).specs(0).jobspecs()
     assert hostlists(spec) == [{"not": [{"hostlist": few}]}]
+
+
+def test_requests_sharing_the_nodes_kept_off_see_the_nodes_as_they_are_now() -> None:
+    """Groups of a round share one set of nodes kept off, and the nodes left are worked out
+    once for them; a node added since is among the nodes left for the next."""
+    kept_off = frozenset(NODES[2:])
+    (spec,) = request(kept_off).specs(0).jobspecs()
+    (again,) = request(kept_off).specs(0).jobspecs()
+    assert hostlists(spec) == hostlists(again) == [{"hostlist": NODES[:2]}]
+    grown = [*NODES, "n999"]
+    (spec,) = request(kept_off, grown).specs(0).jobspecs()
+    assert hostlists(spec) == [{"hostlist": [*NODES[:2], "n999"]}]
 
 
 def test_the_match_keeps_to_the_nodes_left_either_way() -> None:
