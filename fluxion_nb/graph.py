@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -229,8 +230,9 @@ class Graph:
             text, policy, prune_filters, match_format, pools, traverser, subsystems, keep_canceled
         )
         self._remember = remember_failures
+        self._count = itertools.count(1)
         self._changes = 0
-        """Bumped after every call that may change what a match finds."""
+        """Renumbered after every call that may change what a match finds."""
         self._failed: dict[tuple[str, str, str, int], tuple[int, Allocation]] = {}
         """(jobspec, op, format, now) -> (changes then, the failed match)."""
 
@@ -268,9 +270,7 @@ class Graph:
         """
         text = to_json(jobspec)
         if not self._remember:
-            return self._changed_by(
-                op, _allocation(self._m, self._m.match(text, op, jobid, format or "", now))
-            )
+            return _allocation(self._m, self._m.match(text, op, jobid, format or "", now))
         key = (text, op, format or "", now)
         changes = self._changes
         known = self._failed.get(key)
@@ -279,7 +279,9 @@ class Graph:
             return failed if failed.jobid == jobid else _with_jobid(failed, jobid)
         result = _allocation(self._m, self._m.match(text, op, jobid, format or "", now))
         if result.ok:
-            return self._changed_by(op, result)
+            if op in _CHANGING:
+                self._changed()
+            return result
         if len(self._failed) >= REMEMBERED_FAILURES:
             self._failed = {}
         # Kept with the count seen before the match: a change made meanwhile (another
@@ -287,13 +289,10 @@ class Graph:
         self._failed[key] = (changes, result)
         return result
 
-    def _changed_by(self, op: str, result: Allocation) -> Allocation:
-        if result.ok and op in _CHANGING:
-            self._changed()
-        return result
-
     def _changed(self) -> None:
-        self._changes += 1
+        # A number no change had before (the count is atomic where ``+= 1`` is not): a
+        # failure kept under an older one is never taken for a current one.
+        self._changes = next(self._count)
         if self._failed:
             self._failed = {}
 
