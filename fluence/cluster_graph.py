@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -508,6 +509,18 @@ class ClusterGraph:
             finally:
                 for jobid, held in gone:
                     self._replay(jobid, held, now, max(held.end, now + 1))
+
+    def planned_ends(self) -> dict[str, list[float]]:
+        """Per node, the graph time each job held there is planned to end (inf: held until
+        released)."""
+        with self.lock:
+            out: dict[str, list[float]] = {}
+            for jobid, node in self._job_nodes.items():
+                held = self._jobs.get(jobid)
+                if held is not None:
+                    end = math.inf if held.end >= HOLD_DURATION else float(held.end)
+                    out.setdefault(node, []).append(end)
+            return out
 
     def fits_now(self, jobspecs: Iterable[Mapping[str, Any]]) -> bool:
         """Would these jobspecs, matched one after another, all fit now? Changes nothing."""

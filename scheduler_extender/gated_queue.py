@@ -45,6 +45,7 @@ from fluence.pinning import release_ops
 from fluence.pod_affinity import NamespaceLabels
 from fluence.pods import Pod
 from fluence.reflectors import DELETED
+from fluence.runtimes import group_runtime
 from fluence.scheduling.holdings import Holding
 from fluence.volume_nodes import Storage
 from scheduler_extender.gang_timeouts import GangTimeouts
@@ -132,6 +133,35 @@ class Release:
     ops: list[PatchOp]
     first: bool = True
     """Its record names the group's other members released with it: written before them."""
+
+
+@dataclass
+class PlacesKept:
+    """The places under the nodes' pod limits a round keeps for the first group that waits
+    for places alone (it would fit now if the nodes at their limit had room).
+
+    The pod limit is not in the graph, so no reservation holds places: without this, each
+    place a pod's end frees would go to a later arrival that needs one, and a gang that
+    needs several would wait for as long as such arrivals come. As EASY backfill does
+    with a reservation, a group behind it may still use the nodes it waits on if it is
+    expected to end by the time enough places free there (the planned ends of the pods
+    held on them); one that is not is kept off them for the round. When those ends are
+    not foreseeable (pods held until released), nothing is kept."""
+
+    nodes: frozenset[str] = frozenset()
+    """The nodes the waiting group may use."""
+    by: float = 0.0
+    """Graph time by which enough places free there."""
+    group: str = ""
+    tried: bool = False
+    """The round's first group that waits has been looked at (only it may keep places)."""
+    _beside: tuple[frozenset[str], frozenset[str]] | None = None
+
+    def beside(self, full: frozenset[str]) -> frozenset[str]:
+        """``full`` and the nodes kept, worked out once for each set of full nodes."""
+        if self._beside is None or self._beside[0] is not full:
+            self._beside = (full, full | self.nodes)
+        return self._beside[1]
 
 
 @dataclass(frozen=True)
@@ -295,6 +325,7 @@ class GatedQueue:
             key=lambda rm: (-groups.group_priority(*rm), _arrival(rm[1]), rm[0].key),
         )
         releases: list[Release] = []
+        kept = PlacesKept()
         now = self.clock()
         graph = self.scheduler.graph
         limits, held = graph.pod_limits(), self.ledger.holdings().values()
@@ -311,7 +342,7 @@ class GatedQueue:
                 reason = f"gang timeout {count}: placed again in {until - now:.0f}s"
             else:
                 placed = len(releases)
-                reason = self._place(ref, members, room, releases)
+                reason = self._place(ref, members, room, releases, kept)
                 if emit is not None and len(releases) > placed:
                     emit(releases[placed:])
             if reason:
@@ -323,7 +354,12 @@ class GatedQueue:
         return releases
 
     def _place(
-        self, ref: groups.GroupRef, members: list[Pod], room: NodeRoom, out: list[Release]
+        self,
+        ref: groups.GroupRef,
+        members: list[Pod],
+        room: NodeRoom,
+        out: list[Release],
+        kept: PlacesKept,
     ) -> str:
         """Place one group and add its releases to ``out``; why it waits ("" if it does not)."""
         ledger = self.ledger
@@ -337,7 +373,7 @@ class GatedQueue:
             return f"waiting for {missing} more pod(s) of group {ref.key}"
         to_place = [m for m in ready if not m.bound and ledger.get(m.key) is None]
         if to_place:
-            why = self._place_where_kube_scheduler_agrees(ref, members, to_place, room)
+            why = self._place_where_kube_scheduler_agrees(ref, members, to_place, room, kept)
             if why:
                 return why
         due = [
@@ -383,7 +419,12 @@ class GatedQueue:
         return self.acquisitions.acquire_all(group, resources, members)
 
     def _place_where_kube_scheduler_agrees(
-        self, ref: groups.GroupRef, members: list[Pod], to_place: list[Pod], room: NodeRoom
+        self,
+        ref: groups.GroupRef,
+        members: list[Pod],
+        to_place: list[Pod],
+        room: NodeRoom,
+        kept: PlacesKept,
     ) -> str:
         """Match the group on nodes kube-scheduler would take its pods on.
 
@@ -402,6 +443,8 @@ class GatedQueue:
         by_key = {m.key: m for m in to_place}
         left_out = room.refusing(to_place)
         clashed = room.full()
+        if kept.nodes and not self._ends_by(to_place, kept.by):
+            clashed = kept.beside(clashed)  # the places a group ahead waits for
         for _ in range(MATCH_TRIES):
             res = self.scheduler.place_group(ref, members, to_place, clashed, left_out)
             if res.status != "allocated":
@@ -415,6 +458,9 @@ class GatedQueue:
                         "affinity, its spread, its volumes or its devices rule out for some of "
                         "its pods)"
                     )
+                if res.status == "busy" and not kept.tried:
+                    kept.tried = True  # the first group that waits, alone (EASY)
+                    why += self._keep_places(ref, to_place, room, kept)
                 return why
             clash = room.clashing(res.holdings, by_key)
             unmet = room.unmet(res.holdings, by_key, left_out)
@@ -431,6 +477,31 @@ class GatedQueue:
             f"requests, pod affinity, topology spread, volumes and devices after {MATCH_TRIES} "
             "tries"
         )
+
+    def _ends_by(self, pods: Sequence[Pod], by: float) -> bool:
+        """Are ``pods`` expected to end by graph time ``by``, were they placed now?"""
+        runtime = group_runtime(pods, self.ledger.default_runtime)
+        return runtime > 0 and self.scheduler.graph.now() + runtime <= by
+
+    def _keep_places(
+        self, ref: groups.GroupRef, to_place: list[Pod], room: NodeRoom, kept: PlacesKept
+    ) -> str:
+        """Keep the places ``ref`` waits for (:class:`PlacesKept`) if it waits for places
+        alone; what its reason says of them ("" when none are kept)."""
+        if ref.topology or ref.child_topology:
+            return ""
+        if not room.full() and not room.room_for(to_place):
+            return ""  # no node is short of places for it
+        nodes = self.scheduler.open_now(ref, to_place, room.refusing(to_place, places=False))
+        if not nodes:
+            return ""
+        graph = self.scheduler.graph
+        now = graph.now()
+        by = room.places_free_by(nodes, len(to_place), now, graph.planned_ends())
+        if by is None:
+            return ""
+        kept.nodes, kept.by, kept.group = nodes, by, ref.key
+        return f"; places are kept for it, expected free in {by - now:.0f}s"
 
     def tell(self) -> int:
         """Write each waiting group's reason on its gated pods (condition ``Queued``): once

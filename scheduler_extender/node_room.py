@@ -15,8 +15,9 @@ each group's match the nodes that would refuse a member, and checks the match it
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -235,6 +236,25 @@ class NodeRoom:
                 self._by_left.setdefault(max(limit - self.counts[n], 0), set()).add(n)
         return self._by_left
 
+    def places_free_by(
+        self,
+        nodes: Collection[str],
+        needed: int,
+        now: float,
+        ends: Mapping[str, Sequence[float]],
+    ) -> float | None:
+        """When ``needed`` places under the pod limits of ``nodes`` are free, at the latest,
+        by ``ends``, when the pods held on each node are planned to end (``now`` if they are
+        free; None: not foreseeable, too many of those pods are held until released)."""
+        free = sum(max(self.limits[n] - self.counts[n], 0) for n in nodes if n in self.limits)
+        if free >= needed:
+            return now
+        planned = sorted(e for n in nodes for e in ends.get(n, ()))
+        short = needed - free
+        if short > len(planned) or planned[short - 1] == math.inf:
+            return None
+        return max(planned[short - 1], now)
+
     def full(self) -> frozenset[str]:
         """The nodes at their pod limit: none of the round's pods may go there. One set
         until a match fills a node, so that the groups of a round share it, and what is
@@ -269,14 +289,14 @@ class NodeRoom:
             n for n, c in more.items() if n in self.limits and self.counts[n] + c > self.limits[n]
         }
 
-    def refusing(self, pods: Sequence[Pod]) -> dict[str, set[str]]:
+    def refusing(self, pods: Sequence[Pod], places: bool = True) -> dict[str, set[str]]:
         """Per pod of ``pods``, the nodes beside those :meth:`full` that would refuse it:
         for a group, those with room under their pod limit for fewer members than it has
-        (dealt out), one of its ports taken, ruled out by pod affinity with the pods
-        placed, by its spread, where one of its claims cannot have a volume, or where its
-        volumes would go past an attach limit."""
+        (dealt out; not when ``places`` is False), one of its ports taken, ruled out by pod
+        affinity with the pods placed, by its spread, where one of its claims cannot have a
+        volume, or where its volumes would go past an attach limit."""
         out = {p.key: self.ports.refusing(p.host_ports) for p in pods}
-        if len(pods) > 1:
+        if places and len(pods) > 1:
             # Members share the places left under each node's pod limit: a match packs
             # them, and a node with room for fewer would be refused after it.
             for key, nodes in share(self.room_for(pods), sorted(out)).items():

@@ -19,9 +19,10 @@ from opentelemetry import trace
 
 from fluence import groups, names, telemetry
 from fluence.cluster_graph import ClusterGraph
-from fluence.group_jobspec import JobspecError
+from fluence.group_jobspec import JobspecError, group_jobspecs
 from fluence.ledger import Ledger
 from fluence.pods import Pod, PodGroup
+from fluence.runtimes import group_runtime
 from fluence.scheduling.holdings import TENTATIVE
 from fluence.scheduling.request import Exclusions, LedgerError, PlaceResult
 
@@ -321,6 +322,34 @@ class Scheduler:
             if also:
                 return replace(res, message=res.message + also)
         return res
+
+    def open_now(
+        self,
+        ref: groups.GroupRef,
+        to_place: Sequence[Pod],
+        exclude_for: Mapping[str, Collection[str]],
+    ) -> frozenset[str]:
+        """The nodes open to ``to_place`` of group ``ref`` (those their own node rules
+        leave) if the group would fit now with only those rules and ``exclude_for`` in
+        the way; empty if it would not. Changes nothing: a what-if for the queue."""
+        each = self._excluded(to_place)
+        for key, nodes in exclude_for.items():
+            each.setdefault(key, set()).update(nodes)
+        common, extra = split_exclusions(each)
+        try:
+            specs = group_jobspecs(
+                ref.key,
+                to_place,
+                self.graph.known_types(),
+                common,
+                duration=group_runtime(to_place, self.ledger.default_runtime),
+                exclude_for=extra,
+            )
+        except JobspecError:
+            return frozenset()
+        if not self.graph.fits_now(specs.jobspecs()):
+            return frozenset()
+        return frozenset(self.graph.node_names()) - common
 
     def _excluded(self, pods: Sequence[Pod]) -> dict[str, set[str]]:
         """The nodes each of ``pods`` may not use (taints, node selectors), by pod key."""

@@ -1147,6 +1147,39 @@ def test_a_pod_waiting_only_for_a_nodes_pod_limit_keeps_its_place_in_the_queue(
     assert_released_to(suite.get("late"), node)
 
 
+def test_a_gang_waiting_for_places_under_a_pod_limit_is_not_overtaken(suite: Suite) -> None:
+    """The one node takes two pods and runs two; a gang of two waits for places. A place
+    freed is kept for it from a pod behind it that would still run when the second frees
+    (no deadline: the default estimate), and the gang starts once both are free."""
+    (node,) = suite.add_nodes(1, cpu="4", extra={"pods": "2"})
+    for name in ("first", "second"):
+        gated_pod(suite, name, cpu="1")
+    assert suite.wait_bound("first", "second", timeout=60) == {"first": node, "second": node}
+    lab = {names.LABEL_GROUP: "pair"}
+    ann = {names.ANNOTATION_GROUP_SIZE: "2"}
+    for name in ("pair-0", "pair-1"):
+        gated_pod(suite, name, cpu="1", labels=lab, annotations=ann)
+    wait_for(
+        partial(condition_says, suite, "pair-0", "places are kept for it"),
+        60,
+        "the queue to keep places for the gang",
+        partial(suite.describe, "pair-0"),
+    )
+    suite.delete("first")
+    gated_pod(suite, "late", cpu="1")
+    wait_for(
+        partial(condition_says, suite, "late", "does not fit now"),
+        60,
+        "the queue to keep the pod behind off the place kept",
+        partial(suite.describe, "late"),
+    )
+    assert held_back(suite, "late"), suite.describe("late")
+    assert held_back(suite, "pair-0") and held_back(suite, "pair-1")
+    suite.delete("second")
+    assert suite.wait_bound("pair-0", "pair-1", timeout=60) == {"pair-0": node, "pair-1": node}
+    assert held_back(suite, "late"), suite.describe("late")
+
+
 def test_members_taking_one_host_port_are_released_where_kube_scheduler_takes_them(
     suite: Suite,
 ) -> None:

@@ -554,6 +554,99 @@ def test_a_group_kept_off_every_node_for_now_waits_in_its_place() -> None:
     assert ledger.get("default/small").node == "n1"  # type: ignore[union-attr]
 
 
+def places_scene(behind_runtime: int) -> list[list[str]]:
+    """Two nodes that take two pods each run four (100 s each); a gang of two waits for
+    places; each step one running pod ends and one more pod (``behind_runtime`` seconds)
+    arrives behind the gang. The pods released at each step."""
+    api, ledger, queue = pod_limited(2, 2)
+    for i in range(4):
+        running = gated(f"run{i}", cpu="1")
+        running["spec"]["activeDeadlineSeconds"] = 100
+        api.put(running)
+    for key in round_trip(queue):
+        bind(api, ledger, key)
+    labels = {names.LABEL_GROUP: "g"}
+    for m in range(2):
+        api.put(gated(f"g-{m}", cpu="1", created=10, labels=labels, size=2))
+    assert round_trip(queue) == []
+    reason = queue.waiting[0].reason
+    assert "places are kept for it, expected free in" in reason, reason
+    steps = []
+    for step in range(3):
+        finish(api, ledger, f"default/run{step}")
+        late = gated(f"s{step}", cpu="1", created=20 + step)
+        late["spec"]["activeDeadlineSeconds"] = behind_runtime
+        api.put(late)
+        released = round_trip(queue)
+        for key in released:
+            bind(api, ledger, key)
+        steps.append(released)
+    return steps
+
+
+def test_a_gang_waiting_for_places_under_pod_limits_is_not_overtaken_by_longer_pods() -> None:
+    """Places freed one at a time are kept for the gang at the head of the queue from pods
+    behind it that would still run when enough free for it (as a reservation keeps cpu):
+    the gang starts once two have freed; before, each freed place went to the next pod."""
+    steps = places_scene(behind_runtime=1000)
+    assert steps[0] == []
+    assert steps[1] == ["default/g-0", "default/g-1"]
+
+
+def test_places_are_kept_on_nodes_not_full_but_short_for_the_gang() -> None:
+    """Nodes that take three pods run two each: a gang of three waits with a place on
+    each, and a pod behind it that would outlast the running ones does not take one."""
+    api, ledger, queue = pod_limited(2, 3)
+    for i in range(4):
+        running = gated(f"run{i}", cpu="1")
+        running["spec"]["activeDeadlineSeconds"] = 100
+        api.put(running)
+    for key in round_trip(queue):
+        bind(api, ledger, key)
+    assert Counter(h.node for h in ledger.holdings().values()) == {"n0": 2, "n1": 2}
+    labels = {names.LABEL_GROUP: "g"}
+    for m in range(3):
+        api.put(gated(f"g-{m}", cpu="1", created=10, labels=labels, size=3))
+    late = gated("late", cpu="1", created=20)
+    late["spec"]["activeDeadlineSeconds"] = 1000
+    api.put(late)
+    assert round_trip(queue) == []
+    finish(api, ledger, "default/run0")
+    assert round_trip(queue) == ["default/g-0", "default/g-1", "default/g-2"]
+
+
+def test_pods_that_end_before_the_places_free_still_use_them() -> None:
+    """A pod behind the gang expected to end before enough places free for it backfills."""
+    steps = places_scene(behind_runtime=30)
+    assert steps[0] == ["default/s0"]
+
+
+def test_a_group_waiting_for_a_pod_affinity_keeps_no_places() -> None:
+    """Waiting for something else than places (here the pod its affinity needs, which
+    waits behind it), a group keeps nothing: the pod behind starts, and then the group."""
+    api, ledger, queue = pod_limited(1, 2)
+    for i in range(2):
+        running = gated(f"run{i}", cpu="1")
+        running["spec"]["activeDeadlineSeconds"] = 100
+        api.put(running)
+    for key in round_trip(queue):
+        bind(api, ledger, key)
+    needy = gated("needy", cpu="1", created=10)
+    needy["spec"]["affinity"] = affinity("podAffinity", app="db")
+    api.put(needy)
+    db = gated("db", cpu="1", created=20, labels={"app": "db"})
+    db["spec"]["activeDeadlineSeconds"] = 1000
+    api.put(db)
+    assert round_trip(queue) == []
+    reasons = {w.group: w.reason for w in queue.waiting}
+    assert "kept" not in reasons["default/needy"], reasons
+    finish(api, ledger, "default/run0")
+    assert round_trip(queue) == ["default/db"]
+    bind(api, ledger, "default/db")
+    finish(api, ledger, "default/run1")
+    assert round_trip(queue) == ["default/needy"]
+
+
 def test_a_gangs_members_share_out_the_room_left_under_nodes_pod_limits() -> None:
     """Five nodes that take four pods each run three already. A gang of four fits any node
     by cpu, and a match packs it onto one node, where only one more pod fits: each node's
