@@ -554,17 +554,23 @@ def test_a_group_kept_off_every_node_for_now_waits_in_its_place() -> None:
     assert ledger.get("default/small").node == "n1"  # type: ignore[union-attr]
 
 
+def run_for(api: Api, ledger: Ledger, queue: GatedQueue, count: int, seconds: int) -> None:
+    """``count`` one-cpu pods ``run0``... placed through the queue, bound, running for
+    ``seconds``."""
+    for i in range(count):
+        running = gated(f"run{i}", cpu="1")
+        running["spec"]["activeDeadlineSeconds"] = seconds
+        api.put(running)
+    for key in round_trip(queue):
+        bind(api, ledger, key)
+
+
 def places_scene(behind_runtime: int) -> list[list[str]]:
     """Two nodes that take two pods each run four (100 s each); a gang of two waits for
     places; each step one running pod ends and one more pod (``behind_runtime`` seconds)
     arrives behind the gang. The pods released at each step."""
     api, ledger, queue = pod_limited(2, 2)
-    for i in range(4):
-        running = gated(f"run{i}", cpu="1")
-        running["spec"]["activeDeadlineSeconds"] = 100
-        api.put(running)
-    for key in round_trip(queue):
-        bind(api, ledger, key)
+    run_for(api, ledger, queue, 4, 100)
     labels = {names.LABEL_GROUP: "g"}
     for m in range(2):
         api.put(gated(f"g-{m}", cpu="1", created=10, labels=labels, size=2))
@@ -597,12 +603,7 @@ def test_places_are_kept_on_nodes_not_full_but_short_for_the_gang() -> None:
     """Nodes that take three pods run two each: a gang of three waits with a place on
     each, and a pod behind it that would outlast the running ones does not take one."""
     api, ledger, queue = pod_limited(2, 3)
-    for i in range(4):
-        running = gated(f"run{i}", cpu="1")
-        running["spec"]["activeDeadlineSeconds"] = 100
-        api.put(running)
-    for key in round_trip(queue):
-        bind(api, ledger, key)
+    run_for(api, ledger, queue, 4, 100)
     assert Counter(h.node for h in ledger.holdings().values()) == {"n0": 2, "n1": 2}
     labels = {names.LABEL_GROUP: "g"}
     for m in range(3):
@@ -625,12 +626,7 @@ def test_a_group_waiting_for_a_pod_affinity_keeps_no_places() -> None:
     """Waiting for something else than places (here the pod its affinity needs, which
     waits behind it), a group keeps nothing: the pod behind starts, and then the group."""
     api, ledger, queue = pod_limited(1, 2)
-    for i in range(2):
-        running = gated(f"run{i}", cpu="1")
-        running["spec"]["activeDeadlineSeconds"] = 100
-        api.put(running)
-    for key in round_trip(queue):
-        bind(api, ledger, key)
+    run_for(api, ledger, queue, 2, 100)
     needy = gated("needy", cpu="1", created=10)
     needy["spec"]["affinity"] = affinity("podAffinity", app="db")
     api.put(needy)
