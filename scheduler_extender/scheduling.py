@@ -149,6 +149,16 @@ def split_exclusions(each: Mapping[str, set[str]]) -> tuple[set[str], dict[str, 
     return common, {k: s - common for k, s in each.items() if s - common}
 
 
+def _with_exclusions(
+    each: dict[str, set[str]], exclude_for: Mapping[str, Collection[str]]
+) -> tuple[set[str], dict[str, set[str]]]:
+    """The pods' own exclusions ``each`` (changed in place) with ``exclude_for`` added, split
+    as :func:`split_exclusions` does."""
+    for key, nodes in exclude_for.items():
+        each.setdefault(key, set()).update(nodes)
+    return split_exclusions(each)
+
+
 def _released_to(node: str) -> str:
     return f"the queue released this pod to node {node}"
 
@@ -295,9 +305,7 @@ class Scheduler:
         for_now = bool(also_exclude) or any((exclude_for or {}).values())
         # The pods' own node rules, apart from the nodes kept off only for now.
         settled = split_exclusions(each) if for_now else None
-        for key, nodes in (exclude_for or {}).items():
-            each.setdefault(key, set()).update(nodes)
-        common, extra = split_exclusions(each)
+        common, extra = _with_exclusions(each, exclude_for or {})
         try:
             res = self._match(
                 ref.key,
@@ -332,10 +340,7 @@ class Scheduler:
         """The nodes open to ``to_place`` of group ``ref`` (those their own node rules
         leave) if the group would fit now with only those rules and ``exclude_for`` in
         the way; empty if it would not. Changes nothing: a what-if for the queue."""
-        each = self._excluded(to_place)
-        for key, nodes in exclude_for.items():
-            each.setdefault(key, set()).update(nodes)
-        common, extra = split_exclusions(each)
+        common, extra = _with_exclusions(self._excluded(to_place), exclude_for)
         try:
             specs = group_jobspecs(
                 ref.key,
